@@ -1,0 +1,123 @@
+//! `launch-probe`: the launcher with fake work and no GPU.
+//!
+//! Shows what every lesson gets from `common` before NCCL enters: ranks as
+//! threads or MPI processes, a unique id shared from rank 0, a barrier,
+//! rank-ordered output, and failure handling. The tests drive its scenarios;
+//! it is also a quick check of an MPI installation:
+//!
+//! ```text
+//! NTHREADS=4 cargo run --bin launch-probe
+//! cargo build --features mpi && mpirun -np 2 target/debug/launch-probe
+//! NTHREADS=3 cargo run --bin launch-probe -- --scenario hang --rank 1   # exits 1 after 3 s
+//! ```
+
+use std::process::ExitCode;
+
+use anyhow::{bail, Result};
+use common::{CannotRun, Lesson, Needs, RankContext};
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum Scenario {
+    /// Share an id, meet at a barrier, print in rank order.
+    Ok,
+    /// `--rank` returns an error; the others wait in a barrier.
+    Fail,
+    /// `--rank` returns an error; the others block forever, as a rank stuck
+    /// inside NCCL would.
+    Hang,
+    /// `--rank` panics.
+    Panic,
+    /// `--rank` finds it cannot run here (exit code 2).
+    CannotRun,
+    /// `--rank` finds a wrong result; every rank reaches the check.
+    WrongResult,
+}
+
+#[derive(clap::Args, Debug)]
+struct ProbeArgs {
+    /// What the ranks do.
+    #[arg(long, value_enum, default_value_t = Scenario::Ok)]
+    scenario: Scenario,
+    /// The rank that misbehaves.
+    #[arg(long, default_value_t = 1)]
+    rank: usize,
+}
+
+const PROBE: Lesson = Lesson {
+    name: "launch-probe",
+    about: "Runs the launcher with fake work and no GPU: ids, barrier, ordered output, failures",
+    needs: Needs::Nothing,
+};
+
+fn main() -> ExitCode {
+    common::run(&PROBE, probe)
+}
+
+fn probe(ctx: &RankContext, args: &ProbeArgs) -> Result<()> {
+    let misbehaves = ctx.rank() == args.rank;
+    ctx.println_root(format!(
+        "launch-probe: {} ranks, scenario {:?}",
+        ctx.size(),
+        args.scenario
+    ));
+
+    // The stand-in for an NCCL unique id: 128 bytes made on rank 0.
+    let mut id = [0u8; 128];
+    if ctx.is_root() {
+        let seed = std::process::id() as u64 ^ 0x9e37_79b9_7f4a_7c15;
+        for (i, byte) in id.iter_mut().enumerate() {
+            *byte = (seed.rotate_left(i as u32 % 64) >> 8) as u8 ^ i as u8;
+        }
+    }
+    ctx.broadcast(&mut id)?;
+    let fingerprint = id
+        .iter()
+        .fold(0u32, |h, &b| h.rotate_left(5) ^ u32::from(b));
+    let fingerprints = ctx.gather(fingerprint.to_le_bytes().to_vec())?;
+    if let Some(all) = fingerprints {
+        let same = all.windows(2).all(|pair| pair[0] == pair[1]);
+        ctx.println_root(format!(
+            "id shared: {}",
+            if same {
+                "every rank has rank 0's bytes"
+            } else {
+                "MISMATCH"
+            }
+        ));
+        if !same {
+            bail!("the ranks received different ids");
+        }
+    }
+
+    match args.scenario {
+        Scenario::Fail if misbehaves => bail!("rank {} fails on purpose", ctx.rank()),
+        Scenario::Hang if misbehaves => {
+            bail!("rank {} fails on purpose; the others are stuck", ctx.rank())
+        }
+        Scenario::Hang => loop {
+            std::thread::park();
+        },
+        Scenario::Panic if misbehaves => panic!("rank {} panics on purpose", ctx.rank()),
+        Scenario::CannotRun if misbehaves => bail!(CannotRun::new(
+            format!("rank {} cannot run here, on purpose", ctx.rank()),
+            "nothing to fix: this is a test",
+        )),
+        _ => {}
+    }
+    ctx.barrier()?;
+    ctx.println_ordered(format!(
+        "  Rank {} of {} on device {} passed the barrier",
+        ctx.rank(),
+        ctx.size(),
+        ctx.device()
+    ))?;
+
+    let check = if args.scenario == Scenario::WrongResult && misbehaves {
+        Err(anyhow::anyhow!("element 3 of 8: expected 6, got 5"))
+    } else {
+        Ok(())
+    };
+    ctx.all_ok(check)?;
+    ctx.println_root("launch-probe: done");
+    Ok(())
+}

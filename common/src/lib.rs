@@ -1,0 +1,47 @@
+//! What every lesson needs that is not the lesson.
+//!
+//! A lesson is one function, `fn(&RankContext, &Args) -> anyhow::Result<()>`,
+//! that runs once per rank. [`run`] decides how the ranks exist:
+//!
+//! * **thread mode** (default build): one OS thread per GPU in one process,
+//!   `NTHREADS` ranks (default: every visible GPU);
+//! * **MPI mode** (`--features mpi`, started by `mpirun -np N`): one process per
+//!   GPU, the local GPU chosen by the rank within the node.
+//!
+//! Either way the lesson sees the same [`RankContext`]: its rank, the world
+//! size, its GPU, a byte broadcast (for the NCCL unique id), a barrier and
+//! rank-ordered printing. Everything NCCL or CUDA that a lesson teaches stays in
+//! the lesson's `main.rs`; this crate holds launch, preflight, checks, output
+//! and measurement, plus the small RAII guards in [`nccl`] that several lessons
+//! share.
+//!
+//! The rules every program follows (see `DESIGN.md`):
+//! exit code 0 = verified, 1 = failed, 2 = cannot run here;
+//! one rank's failure ends the whole run promptly with
+//! `[rank r/n] error: ...`; per-rank lines are printed in rank order.
+
+pub mod bench;
+mod cli;
+mod error;
+mod launch;
+#[cfg(feature = "mpi")]
+mod mpi_launch;
+pub mod nccl;
+pub mod preflight;
+mod rank;
+pub mod testing;
+mod threads;
+pub mod verify;
+
+pub use cli::{LaunchArgs, NoArgs};
+pub use error::{exit_code, CannotRun, PeerFailed, EXIT_CANNOT_RUN, EXIT_FAILED, EXIT_OK};
+pub use launch::{run, Lesson, Needs};
+pub use preflight::NcclVersion;
+pub use rank::RankContext;
+
+/// The launch mode this binary was built for.
+pub const MODE: &str = if cfg!(feature = "mpi") {
+    "mpi"
+} else {
+    "threads"
+};

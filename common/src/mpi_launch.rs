@@ -1,0 +1,204 @@
+//! MPI mode: this process is one rank of an `mpirun` job.
+//!
+//! The local GPU is the rank within the node, found with
+//! `MPI_Comm_split_type(MPI_COMM_TYPE_SHARED)` like NCCL's examples; the NCCL
+//! unique id travels by `MPI_Bcast`. Started without mpirun, the program is a
+//! job of one rank (an MPI "singleton").
+//!
+//! A rank that fails prints its error and calls `MPI_Abort`, which makes
+//! mpirun stop every process, including those blocked inside NCCL.
+
+use std::io::Write;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use anyhow::Result;
+use mpi::collective::SystemOperation;
+use mpi::datatype::PartitionMut;
+use mpi::topology::SimpleCommunicator;
+use mpi::traits::*;
+use mpi::Count;
+
+use crate::cli::LaunchArgs;
+use crate::error::{exit_code, fix_lines, render, EXIT_CANNOT_RUN, EXIT_FAILED, EXIT_OK};
+use crate::launch::{plural, print_banner, Lesson, Needs};
+use crate::preflight::{self, check_gpu_count, System};
+use crate::rank::{Backend, RankContext, Reported};
+use crate::threads::{flush_and_exit, panic_message};
+
+struct Mpi {
+    world: SimpleCommunicator,
+}
+
+impl Backend for Mpi {
+    fn barrier(&self, _rank: usize) -> Result<()> {
+        self.world.barrier();
+        Ok(())
+    }
+
+    fn broadcast(&self, _rank: usize, bytes: &mut [u8]) -> Result<()> {
+        // An empty slice's dangling pointer is 0x1, which Open MPI reads as
+        // MPI_IN_PLACE; with nothing to send, send nothing.
+        if !bytes.is_empty() {
+            self.world.process_at_rank(0).broadcast_into(bytes);
+        }
+        Ok(())
+    }
+
+    fn gather(&self, rank: usize, bytes: Vec<u8>) -> Result<Option<Vec<Vec<u8>>>> {
+        // One leading byte so that no rank sends from an empty Vec (see broadcast).
+        let bytes = [&[0u8][..], &bytes].concat();
+        let root = self.world.process_at_rank(0);
+        let len = bytes.len() as Count;
+        if rank != 0 {
+            root.gather_into(&len);
+            root.gather_varcount_into(&bytes[..]);
+            return Ok(None);
+        }
+        let mut lens = vec![0 as Count; self.world.size() as usize];
+        root.gather_into_root(&len, &mut lens[..]);
+        let displs: Vec<Count> = lens
+            .iter()
+            .scan(0, |at, &n| {
+                let start = *at;
+                *at += n;
+                Some(start)
+            })
+            .collect();
+        let mut all = vec![0u8; lens.iter().map(|&n| n as usize).sum()];
+        {
+            let mut partition = PartitionMut::new(&mut all[..], &lens[..], &displs[..]);
+            root.gather_varcount_into_root(&bytes[..], &mut partition);
+        }
+        Ok(Some(
+            displs
+                .iter()
+                .zip(&lens)
+                .map(|(&at, &n)| all[at as usize + 1..(at + n) as usize].to_vec())
+                .collect(),
+        ))
+    }
+}
+
+pub(crate) fn run<F>(lesson: &Lesson, launch: LaunchArgs, body: F) -> u8
+where
+    F: Fn(&RankContext) -> Result<()>,
+{
+    let Some(universe) = mpi::initialize() else {
+        eprintln!("error: MPI was initialised before the launcher ran");
+        return EXIT_FAILED;
+    };
+    let world = universe.world();
+    let (rank, size) = (world.rank() as usize, world.size() as usize);
+    let node = world.split_shared(world.rank());
+    let (local_rank, local_size) = (node.rank() as usize, node.size() as usize);
+    let mpi = Mpi { world };
+    let ctx = RankContext::new(rank, size, local_rank, &mpi);
+
+    let system = match agree_on_preflight(&ctx, lesson, local_size) {
+        Ok(Some(system)) => system,
+        Ok(None) => return EXIT_CANNOT_RUN,
+        Err(err) => {
+            eprintln!("{}", render(&ctx.prefix(), &err));
+            return EXIT_FAILED;
+        }
+    };
+    let mut nodes = 0i32;
+    mpi.world.all_reduce_into(
+        &i32::from(local_rank == 0),
+        &mut nodes,
+        SystemOperation::sum(),
+    );
+    if ctx.is_root() {
+        if launch.nthreads.is_some() {
+            eprintln!(
+                "note: NTHREADS is not used in MPI mode: mpirun's -np sets the number of ranks"
+            );
+        }
+        print_banner(
+            &system,
+            &format!(
+                "{size} rank{}, one MPI process per GPU, {nodes} node{}",
+                plural(size),
+                plural(nodes as usize)
+            ),
+        );
+    }
+
+    let outcome = catch_unwind(AssertUnwindSafe(|| body(&ctx)))
+        .unwrap_or_else(|panic| Err(anyhow::anyhow!("panicked: {}", panic_message(&*panic))));
+    let _ = std::io::stdout().flush();
+    match outcome {
+        Ok(()) => EXIT_OK,
+        // Every rank knows and returns the same code: leave through MPI_Finalize.
+        Err(err) if err.chain().any(|e| e.is::<Reported>()) => err
+            .chain()
+            .find_map(|e| e.downcast_ref::<Reported>())
+            .map_or(EXIT_FAILED, |r| r.code),
+        Err(err) => {
+            eprintln!("{}", render(&ctx.prefix(), &err));
+            let _ = std::io::stderr().flush();
+            if size == 1 {
+                flush_and_exit(exit_code(&err));
+            }
+            // The others may be blocked in NCCL waiting for this rank: stop the job.
+            mpi.world.abort(exit_code(&err).into())
+        }
+    }
+}
+
+/// Preflight on every rank; rank 0 prints every rank's problems, grouped, and
+/// all ranks agree whether to go on. `Ok(None)`: cannot run (already printed).
+fn agree_on_preflight(
+    ctx: &RankContext,
+    lesson: &Lesson,
+    local_size: usize,
+) -> Result<Option<System>> {
+    let local = preflight::check(lesson.needs).and_then(|system| {
+        let gpus = system.driver.map_or(0, |d| d.gpus);
+        match lesson.needs {
+            Needs::Nothing => Ok(system),
+            _ => check_gpu_count(local_size, gpus, true)
+                .map(|()| system)
+                .map_err(|p| vec![p]),
+        }
+    });
+    let text = match &local {
+        Ok(_) => String::new(),
+        Err(problems) => problems
+            .iter()
+            .map(|p| format!("  - {}{}", p.reason, fix_lines(&p.fix, "    ")))
+            .collect::<Vec<_>>()
+            .join("\n"),
+    };
+    let go = match ctx.gather(text.into_bytes())? {
+        Some(reports) => {
+            let mut groups: Vec<(String, Vec<usize>)> = Vec::new();
+            for (rank, report) in reports.into_iter().enumerate() {
+                let report = String::from_utf8_lossy(&report).into_owned();
+                if report.is_empty() {
+                    continue;
+                }
+                match groups.iter_mut().find(|(text, _)| *text == report) {
+                    Some((_, ranks)) => ranks.push(rank),
+                    None => groups.push((report, vec![rank])),
+                }
+            }
+            for (report, ranks) in &groups {
+                let ranks: Vec<String> = ranks.iter().map(usize::to_string).collect();
+                eprintln!(
+                    "error: {} cannot run on this system (rank {} of {}):\n{report}",
+                    lesson.name,
+                    ranks.join(", "),
+                    ctx.size()
+                );
+            }
+            vec![u8::from(groups.is_empty())]
+        }
+        None => vec![0],
+    };
+    let go = ctx.broadcast_vec(go)?;
+    Ok(match (go.first(), local) {
+        (Some(1), Ok(system)) => Some(system),
+        _ => None,
+    })
+}

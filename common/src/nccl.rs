@@ -1,0 +1,346 @@
+//! NCCL's C API in small RAII guards, shared by the lessons.
+//!
+//! cudarc's safe `Comm` hides the raw `ncclComm_t` and only accepts cudarc's
+//! own allocations, so it cannot register memory. The lessons therefore call
+//! `cudarc::nccl::sys` directly and keep each NCCL object in a guard:
+//!
+//! | guard | made by | released by |
+//! |---|---|---|
+//! | [`Communicator`] | `ncclGetUniqueId` + `ncclCommInitRank` | `ncclCommFinalize` + `ncclCommDestroy` (`ncclCommAbort` on error paths) |
+//! | [`NcclBuffer`] | `ncclMemAlloc` | `ncclMemFree` |
+//! | [`Registration`] | `ncclCommRegister` | `ncclCommDeregister` |
+//! | [`Window`] | `ncclCommWindowRegister` | `ncclCommWindowDeregister` |
+//!
+//! Each guard has an explicit release method that returns the error, used on
+//! the success path, and a `Drop` that makes the same call if an error path
+//! skipped it. `Registration` and `Window` borrow the communicator and the
+//! buffer, so the compiler enforces NCCL's teardown order: deregister before
+//! `ncclMemFree`, and before the communicator is destroyed.
+
+use std::ffi::{c_int, c_void, CStr};
+use std::fmt;
+use std::marker::PhantomData;
+use std::ptr;
+use std::sync::Arc;
+
+use anyhow::{ensure, Context, Result};
+use cudarc::driver::{result as cu, CudaStream};
+pub use cudarc::nccl::sys;
+
+use crate::{CannotRun, RankContext};
+
+/// `NCCL_WIN_COLL_SYMMETRIC` from `nccl.h` (2.27+): every rank registers a
+/// buffer of the same size, so NCCL may use its symmetric kernels.
+pub const NCCL_WIN_COLL_SYMMETRIC: c_int = 0x01;
+
+/// An NCCL call that did not return `ncclSuccess`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NcclError {
+    pub call: &'static str,
+    pub code: sys::ncclResult_t,
+    /// `ncclGetErrorString(code)`.
+    pub text: String,
+    /// `ncclGetLastError`: NCCL's own words on the last failure, often the useful part.
+    pub last: String,
+}
+
+impl fmt::Display for NcclError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} returned {:?} ({})", self.call, self.code, self.text)?;
+        if !self.last.is_empty() {
+            write!(f, "; NCCL says: {}", self.last.trim())?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for NcclError {}
+
+/// Turns an `ncclResult_t` into a `Result`.
+pub trait NcclCheck {
+    /// `Ok` for `ncclSuccess`; otherwise an [`NcclError`] naming `call`.
+    fn check(self, call: &'static str) -> Result<(), NcclError>;
+}
+
+impl NcclCheck for sys::ncclResult_t {
+    fn check(self, call: &'static str) -> Result<(), NcclError> {
+        if self == sys::ncclResult_t::ncclSuccess {
+            return Ok(());
+        }
+        // SAFETY: both return pointers to static or thread-local C strings (or
+        // NULL); ncclGetLastError accepts a NULL communicator.
+        let (text, last) = unsafe {
+            (
+                c_text(sys::ncclGetErrorString(self)),
+                c_text(sys::ncclGetLastError(ptr::null_mut())),
+            )
+        };
+        Err(NcclError {
+            call,
+            code: self,
+            text,
+            last,
+        })
+    }
+}
+
+unsafe fn c_text(text: *const std::ffi::c_char) -> String {
+    if text.is_null() {
+        String::new()
+    } else {
+        CStr::from_ptr(text).to_string_lossy().into_owned()
+    }
+}
+
+/// The stream handle NCCL takes (`cudaStream_t`) for a cudarc stream: both are
+/// the same driver object.
+pub fn nccl_stream(stream: &CudaStream) -> sys::cudaStream_t {
+    stream.cu_stream() as sys::cudaStream_t
+}
+
+/// An NCCL communicator (`ncclComm_t`) for this rank.
+pub struct Communicator {
+    raw: sys::ncclComm_t,
+}
+
+impl Communicator {
+    /// Rank 0 creates a unique id (`ncclGetUniqueId`), the launcher copies it to
+    /// every rank, and all ranks call `ncclCommInitRank(&comm, size, id, rank)`
+    /// together: the call returns only when every rank has joined.
+    ///
+    /// The rank's CUDA device must be current on the calling thread: NCCL binds
+    /// the communicator to the current device.
+    pub fn init_rank(ctx: &RankContext) -> Result<Self> {
+        let mut id = sys::ncclUniqueId { internal: [0; 128] };
+        if ctx.is_root() {
+            // SAFETY: writes 128 bytes into `id`.
+            unsafe { sys::ncclGetUniqueId(&mut id) }.check("ncclGetUniqueId")?;
+        }
+        // SAFETY: ncclUniqueId is 128 plain bytes with no invalid values.
+        let id_bytes =
+            unsafe { std::slice::from_raw_parts_mut(id.internal.as_mut_ptr().cast::<u8>(), 128) };
+        ctx.broadcast(id_bytes)
+            .context("sharing the NCCL unique id")?;
+        let mut raw = ptr::null_mut();
+        // SAFETY: `raw` receives a new communicator; the id is the one every rank got.
+        unsafe { sys::ncclCommInitRank(&mut raw, ctx.size() as c_int, id, ctx.rank() as c_int) }
+            .check("ncclCommInitRank")?;
+        Ok(Self { raw })
+    }
+
+    pub fn as_raw(&self) -> sys::ncclComm_t {
+        self.raw
+    }
+
+    /// `ncclCommFinalize` (waits for this communicator's outstanding work and
+    /// releases its peers' resources), then `ncclCommDestroy`.
+    pub fn destroy(mut self) -> Result<()> {
+        let raw = std::mem::replace(&mut self.raw, ptr::null_mut());
+        // SAFETY: `raw` is a live communicator; nothing borrows it any more
+        // (windows and registrations borrow `self`, which we own).
+        unsafe {
+            sys::ncclCommFinalize(raw).check("ncclCommFinalize")?;
+            sys::ncclCommDestroy(raw).check("ncclCommDestroy")?;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Communicator {
+    /// Error path: `ncclCommAbort` does not wait for peers that may never come.
+    fn drop(&mut self) {
+        if !self.raw.is_null() {
+            // SAFETY: `raw` is live and not used after this.
+            if let Err(err) = unsafe { sys::ncclCommAbort(self.raw) }.check("ncclCommAbort") {
+                eprintln!("warning: cleanup: {err}");
+            }
+        }
+    }
+}
+
+/// Device memory from `ncclMemAlloc`: CUDA virtual-memory (cuMem) allocations
+/// that NCCL can register and map into its peers (lesson 04 shows how).
+pub struct NcclBuffer {
+    ptr: *mut c_void,
+    bytes: usize,
+}
+
+impl NcclBuffer {
+    /// `ncclMemAlloc(&ptr, bytes)` on the current CUDA device. The size is
+    /// rounded up to the allocation granularity underneath.
+    pub fn alloc(bytes: usize) -> Result<Self> {
+        ensure!(bytes > 0, "ncclMemAlloc: a buffer of 0 bytes");
+        let mut ptr = ptr::null_mut();
+        // SAFETY: `ptr` receives the allocation.
+        unsafe { sys::ncclMemAlloc(&mut ptr, bytes) }.check("ncclMemAlloc")?;
+        Ok(Self { ptr, bytes })
+    }
+
+    pub fn as_ptr(&self) -> *mut c_void {
+        self.ptr
+    }
+
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// Copies `data` to the start of the buffer, in `stream` order.
+    pub fn upload<T: Copy>(&self, data: &[T], stream: &Arc<CudaStream>) -> Result<()> {
+        let bytes = std::mem::size_of_val(data);
+        ensure!(
+            bytes <= self.bytes,
+            "upload of {bytes} bytes into a {}-byte buffer",
+            self.bytes
+        );
+        // SAFETY: the destination holds `bytes`; the copy reads `data` before
+        // returning (pageable host memory is staged synchronously).
+        unsafe { cu::memcpy_htod_async(self.ptr as u64, data, stream.cu_stream()) }
+            .context("cuMemcpyHtoDAsync")?;
+        Ok(())
+    }
+
+    /// Copies the start of the buffer into `out`, after all earlier work in
+    /// `stream`, and waits for it.
+    pub fn download<T: Copy>(&self, out: &mut [T], stream: &Arc<CudaStream>) -> Result<()> {
+        let bytes = std::mem::size_of_val(out);
+        ensure!(
+            bytes <= self.bytes,
+            "download of {bytes} bytes from a {}-byte buffer",
+            self.bytes
+        );
+        // SAFETY: the source holds `bytes`; we wait before `out` is read.
+        unsafe { cu::memcpy_dtoh_async(out, self.ptr as u64, stream.cu_stream()) }
+            .context("cuMemcpyDtoHAsync")?;
+        stream.synchronize().context("cuStreamSynchronize")?;
+        Ok(())
+    }
+
+    /// `ncclMemFree(ptr)`.
+    pub fn free(mut self) -> Result<()> {
+        let ptr = std::mem::replace(&mut self.ptr, ptr::null_mut());
+        // SAFETY: `ptr` came from ncclMemAlloc; registrations borrowed `self`
+        // and are gone.
+        unsafe { sys::ncclMemFree(ptr) }.check("ncclMemFree")?;
+        Ok(())
+    }
+}
+
+impl Drop for NcclBuffer {
+    fn drop(&mut self) {
+        if !self.ptr.is_null() {
+            // SAFETY: as in `free`.
+            if let Err(err) = unsafe { sys::ncclMemFree(self.ptr) }.check("ncclMemFree") {
+                eprintln!("warning: cleanup: {err}");
+            }
+        }
+    }
+}
+
+/// A buffer registered with a communicator (`ncclCommRegister`): NCCL may
+/// read and write it directly instead of copying through its own buffers.
+pub struct Registration<'a> {
+    comm: &'a Communicator,
+    handle: *mut c_void,
+    _buffer: PhantomData<&'a NcclBuffer>,
+}
+
+impl<'a> Registration<'a> {
+    /// `ncclCommRegister(comm, buff, size, &handle)`. Collective in practice:
+    /// every rank registers its buffer, in the same order.
+    pub fn register(comm: &'a Communicator, buffer: &'a NcclBuffer) -> Result<Self> {
+        let mut handle = ptr::null_mut();
+        // SAFETY: the buffer and communicator outlive the registration ('a).
+        unsafe { sys::ncclCommRegister(comm.raw, buffer.ptr, buffer.bytes, &mut handle) }
+            .check("ncclCommRegister")?;
+        Ok(Self {
+            comm,
+            handle,
+            _buffer: PhantomData,
+        })
+    }
+
+    /// `ncclCommDeregister(comm, handle)`.
+    pub fn deregister(mut self) -> Result<()> {
+        let handle = std::mem::replace(&mut self.handle, ptr::null_mut());
+        // SAFETY: `handle` came from ncclCommRegister on this communicator.
+        unsafe { sys::ncclCommDeregister(self.comm.raw, handle) }.check("ncclCommDeregister")?;
+        Ok(())
+    }
+}
+
+impl Drop for Registration<'_> {
+    fn drop(&mut self) {
+        if !self.handle.is_null() {
+            // SAFETY: as in `deregister`.
+            if let Err(err) = unsafe { sys::ncclCommDeregister(self.comm.raw, self.handle) }
+                .check("ncclCommDeregister")
+            {
+                eprintln!("warning: cleanup: {err}");
+            }
+        }
+    }
+}
+
+/// A buffer registered as a window (`ncclCommWindowRegister`): with
+/// [`NCCL_WIN_COLL_SYMMETRIC`], every rank's buffer is mapped into every peer
+/// at the same offset of one symmetric address range.
+pub struct Window<'a> {
+    comm: &'a Communicator,
+    raw: sys::ncclWindow_t,
+    _buffer: PhantomData<&'a NcclBuffer>,
+}
+
+impl<'a> Window<'a> {
+    /// `ncclCommWindowRegister(comm, buff, size, &win, flags)`. Collective:
+    /// every rank calls it with a buffer of the same size, in the same order.
+    ///
+    /// NCCL returns success and a NULL window when the communicator cannot use
+    /// symmetric memory; that becomes a "cannot run here" error that says why.
+    pub fn register(comm: &'a Communicator, buffer: &'a NcclBuffer, flags: c_int) -> Result<Self> {
+        let mut raw = ptr::null_mut();
+        // SAFETY: the buffer and communicator outlive the window ('a).
+        unsafe { sys::ncclCommWindowRegister(comm.raw, buffer.ptr, buffer.bytes, &mut raw, flags) }
+            .check("ncclCommWindowRegister")?;
+        if raw.is_null() {
+            return Err(CannotRun::new(
+                "ncclCommWindowRegister returned success but a NULL window: this communicator has no symmetric-memory support",
+                "symmetric windows need every GPU pair to reach each other by CUDA P2P (one NVLink or PCIe P2P domain),\n\
+                 cuMem-based allocations (do not set NCCL_CUMEM_ENABLE=0) and windows enabled (do not set NCCL_WIN_ENABLE=0).\n\
+                 NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT shows why: look for \"Symmetric memory is not supported\"",
+            )
+            .into());
+        }
+        Ok(Self {
+            comm,
+            raw,
+            _buffer: PhantomData,
+        })
+    }
+
+    /// The `ncclWindow_t` a device kernel takes (lesson 05).
+    pub fn as_raw(&self) -> sys::ncclWindow_t {
+        self.raw
+    }
+
+    /// `ncclCommWindowDeregister(comm, win)`. Collective, like the registration.
+    pub fn deregister(mut self) -> Result<()> {
+        let raw = std::mem::replace(&mut self.raw, ptr::null_mut());
+        // SAFETY: `raw` came from ncclCommWindowRegister on this communicator.
+        unsafe { sys::ncclCommWindowDeregister(self.comm.raw, raw) }
+            .check("ncclCommWindowDeregister")?;
+        Ok(())
+    }
+}
+
+impl Drop for Window<'_> {
+    fn drop(&mut self) {
+        if !self.raw.is_null() {
+            // SAFETY: as in `deregister`.
+            if let Err(err) = unsafe { sys::ncclCommWindowDeregister(self.comm.raw, self.raw) }
+                .check("ncclCommWindowDeregister")
+            {
+                eprintln!("warning: cleanup: {err}");
+            }
+        }
+    }
+}

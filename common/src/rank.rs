@@ -1,0 +1,196 @@
+//! The rank context: what a lesson knows about itself and its peers.
+
+use std::fmt::{self, Display};
+use std::io::Write;
+
+use anyhow::{bail, Result};
+
+use crate::error::{exit_code, render, EXIT_CANNOT_RUN, EXIT_FAILED};
+
+/// The host-side collectives a launch mode provides. Rank 0 is the root of
+/// every one of them. Every rank must call them in the same order.
+pub(crate) trait Backend {
+    fn barrier(&self, rank: usize) -> Result<()>;
+    /// Root's bytes overwrite everyone's; every rank passes a buffer of the same length.
+    fn broadcast(&self, rank: usize, bytes: &mut [u8]) -> Result<()>;
+    /// Root receives every rank's bytes, in rank order; the others receive `None`.
+    fn gather(&self, rank: usize, bytes: Vec<u8>) -> Result<Option<Vec<Vec<u8>>>>;
+}
+
+/// One rank's view of the run: who it is, which GPU it drives, and the
+/// host-side collectives it shares with its peers (thread mode: shared memory;
+/// MPI mode: MPI).
+///
+/// The collectives ([`barrier`](Self::barrier), [`broadcast`](Self::broadcast),
+/// [`println_ordered`](Self::println_ordered), [`all_ok`](Self::all_ok)) must be
+/// called by every rank in the same order, like NCCL's.
+pub struct RankContext<'a> {
+    rank: usize,
+    size: usize,
+    device: usize,
+    backend: &'a dyn Backend,
+}
+
+/// A failure that [`RankContext::all_ok`] has already printed for every rank;
+/// the launcher only turns it into the exit code.
+#[derive(Debug)]
+pub(crate) struct Reported {
+    pub code: u8,
+    pub ranks: Vec<usize>,
+}
+
+impl Display for Reported {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let list: Vec<String> = self.ranks.iter().map(usize::to_string).collect();
+        write!(f, "failed on rank {}", list.join(", "))
+    }
+}
+
+impl std::error::Error for Reported {}
+
+impl<'a> RankContext<'a> {
+    pub(crate) fn new(rank: usize, size: usize, device: usize, backend: &'a dyn Backend) -> Self {
+        Self {
+            rank,
+            size,
+            device,
+            backend,
+        }
+    }
+
+    /// This rank, `0..size()`.
+    pub fn rank(&self) -> usize {
+        self.rank
+    }
+
+    /// How many ranks take part (the NCCL communicator's size).
+    pub fn size(&self) -> usize {
+        self.size
+    }
+
+    /// The CUDA device ordinal this rank drives: the rank itself in thread mode,
+    /// the rank within its node in MPI mode.
+    pub fn device(&self) -> usize {
+        self.device
+    }
+
+    /// Rank 0: the one that creates the NCCL unique id and prints shared lines.
+    pub fn is_root(&self) -> bool {
+        self.rank == 0
+    }
+
+    /// Waits until every rank has arrived.
+    pub fn barrier(&self) -> Result<()> {
+        self.backend.barrier(self.rank)
+    }
+
+    /// Copies rank 0's `bytes` into every other rank's `bytes` (same length
+    /// everywhere). This is how the NCCL unique id travels.
+    pub fn broadcast(&self, bytes: &mut [u8]) -> Result<()> {
+        self.backend.broadcast(self.rank, bytes)
+    }
+
+    /// Rank 0 receives every rank's bytes in rank order; the others get `None`.
+    pub fn gather(&self, bytes: Vec<u8>) -> Result<Option<Vec<Vec<u8>>>> {
+        self.backend.gather(self.rank, bytes)
+    }
+
+    /// Rank 0's `bytes`, of any length, on every rank.
+    pub fn broadcast_vec(&self, bytes: Vec<u8>) -> Result<Vec<u8>> {
+        let mut len = (bytes.len() as u64).to_le_bytes();
+        self.broadcast(&mut len)?;
+        let mut out = if self.is_root() {
+            bytes
+        } else {
+            vec![0; u64::from_le_bytes(len) as usize]
+        };
+        self.broadcast(&mut out)?;
+        Ok(out)
+    }
+
+    /// Prints `line` once, from rank 0. Not a collective: other ranks return at once.
+    pub fn println_root(&self, line: impl Display) {
+        if self.is_root() {
+            let mut out = std::io::stdout().lock();
+            // A closed stdout (a pipe whose reader left) is not the lesson's failure.
+            let _ = writeln!(out, "{line}");
+        }
+    }
+
+    /// Collective: every rank passes one line; rank 0 prints them in rank order.
+    /// The output is the same in thread and MPI mode, whatever the scheduling.
+    pub fn println_ordered(&self, line: impl Display) -> Result<()> {
+        if let Some(lines) = self.gather(line.to_string().into_bytes())? {
+            let mut out = std::io::stdout().lock();
+            for line in lines {
+                let _ = writeln!(out, "{}", String::from_utf8_lossy(&line));
+            }
+        }
+        Ok(())
+    }
+
+    /// Collective: succeeds on every rank only if `local` succeeded on every rank.
+    ///
+    /// Use it where every rank reaches the same point even when something went
+    /// wrong (verification). Rank 0 prints each failing rank's error in rank
+    /// order; every rank then returns an error that makes the run exit 1 (or 2 if
+    /// the failures were all "cannot run here"), without aborting anyone.
+    pub fn all_ok(&self, local: Result<()>) -> Result<()> {
+        let mine = match &local {
+            Ok(()) => vec![],
+            Err(err) => {
+                let mut report = vec![exit_code(err)];
+                report.extend_from_slice(render(&self.prefix(), err).as_bytes());
+                report
+            }
+        };
+        let summary = match self.gather(mine)? {
+            Some(reports) => {
+                let mut failed = Vec::new();
+                let mut code = EXIT_CANNOT_RUN;
+                for (rank, report) in reports.iter().enumerate() {
+                    if let Some((&rank_code, text)) = report.split_first() {
+                        eprintln!("{}", String::from_utf8_lossy(text));
+                        failed.push(rank as u8);
+                        if rank_code == EXIT_FAILED {
+                            code = EXIT_FAILED;
+                        }
+                    }
+                }
+                let _ = std::io::stderr().flush();
+                if failed.is_empty() {
+                    vec![]
+                } else {
+                    [vec![code], failed].concat()
+                }
+            }
+            None => vec![],
+        };
+        let summary = self.broadcast_vec(summary)?;
+        match summary.split_first() {
+            None => local,
+            Some((&code, ranks)) => Err(Reported {
+                code,
+                ranks: ranks.iter().map(|&r| r as usize).collect(),
+            }
+            .into()),
+        }
+    }
+
+    /// `[rank r/n] `: the prefix of this rank's error lines.
+    pub fn prefix(&self) -> String {
+        format!("[rank {}/{}] ", self.rank, self.size)
+    }
+
+    /// Fails unless this run has at least `n` ranks, with a message that says
+    /// how to get them.
+    pub fn require_ranks(&self, n: usize) -> Result<()> {
+        if self.size < n {
+            bail!(crate::CannotRun::new(
+                format!("this lesson needs at least {n} ranks, and this run has {}", self.size),
+                format!("run with NTHREADS={n} (threads) or mpirun -np {n} (MPI) on a machine with {n} GPUs"),
+            ));
+        }
+        Ok(())
+    }
+}

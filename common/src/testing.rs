@@ -1,0 +1,324 @@
+//! Helpers for the lessons' tests: finding and running the lesson binaries,
+//! reading the README's expected transcript and walk-through, comparing output.
+//!
+//! Transcripts in a README are fenced blocks that follow a marker line
+//! `<!-- transcript: N ranks -->`. In them `[..]` stands for any text within
+//! one line (a path, a version), and nothing else is a wildcard.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// The path of a binary of the package under test: `NEXTEST_BIN_EXE_<name>`
+/// when nextest runs an archive on another machine, else the path cargo
+/// compiled in (`env!("CARGO_BIN_EXE_<name>")`, passed by the caller).
+pub fn binary(name: &str, cargo_path: &str) -> PathBuf {
+    let underscored = name.replace('-', "_");
+    for var in [
+        format!("NEXTEST_BIN_EXE_{name}"),
+        format!("NEXTEST_BIN_EXE_{underscored}"),
+    ] {
+        if let Some(path) = std::env::var_os(var) {
+            return PathBuf::from(path);
+        }
+    }
+    PathBuf::from(cargo_path)
+}
+
+/// How many ranks the GPU tests use: `GPU_TEST_RANKS`, default 2.
+pub fn gpu_ranks() -> usize {
+    std::env::var("GPU_TEST_RANKS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(2)
+}
+
+/// `mpirun -np N <program>`, allowed to run as root and to oversubscribe (CI
+/// machines have 2 cores), with NVLink multicast kept off in the children.
+pub fn mpirun(ranks: usize, program: &Path) -> Command {
+    let mut cmd = Command::new(std::env::var("MPIRUN").unwrap_or_else(|_| "mpirun".into()));
+    cmd.args(["-np", &ranks.to_string(), "--oversubscribe"])
+        .arg(program)
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        // Containers often forbid the cross-memory attach that Open MPI's
+        // shared-memory transport tries first; it then falls back noisily.
+        .env("OMPI_MCA_btl_vader_single_copy_mechanism", "none");
+    keep_multicast_off(&mut cmd);
+    cmd
+}
+
+/// The GPU machines share their GPUs: NVLink multicast (NVLS) stays off.
+pub fn keep_multicast_off(cmd: &mut Command) {
+    cmd.env("NCCL_NVLS_ENABLE", "0")
+        .env("NVSHMEM_DISABLE_NVLS", "1")
+        .env("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1");
+}
+
+/// Runs `cmd` to completion, panicking if it takes longer than `limit` (the
+/// process is killed first). A test that hangs is a failed test.
+pub fn run_with_timeout(cmd: &mut Command, limit: Duration) -> Output {
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start {cmd:?}: {e}"));
+    let mut stdout = child.stdout.take().expect("piped stdout");
+    let mut stderr = child.stderr.take().expect("piped stderr");
+    let out_reader = std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        let _ = stdout.read_to_end(&mut buf);
+        buf
+    });
+    let err_reader = std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        let _ = stderr.read_to_end(&mut buf);
+        buf
+    });
+    let start = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait for child") {
+            break status;
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            let out = String::from_utf8_lossy(&out_reader.join().unwrap_or_default()).into_owned();
+            let err = String::from_utf8_lossy(&err_reader.join().unwrap_or_default()).into_owned();
+            panic!("{cmd:?} did not finish within {limit:?}: killed.\n--- stdout\n{out}\n--- stderr\n{err}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    Output {
+        status,
+        stdout: out_reader.join().unwrap_or_default(),
+        stderr: err_reader.join().unwrap_or_default(),
+    }
+}
+
+/// The expected transcript for `ranks` ranks: the fenced block after
+/// `<!-- transcript: {ranks} ranks -->`, one entry per line.
+pub fn readme_transcript(readme: &str, ranks: usize) -> Option<Vec<String>> {
+    let marker = format!("<!-- transcript: {ranks} ranks -->");
+    let after = &readme[readme.find(&marker)? + marker.len()..];
+    let fence_start = after.find("```")?;
+    let body = &after[fence_start..];
+    let body = &body[body.find('\n')? + 1..];
+    let end = body.find("\n```")?;
+    Some(body[..end].lines().map(str::to_string).collect())
+}
+
+/// Does `line` match `pattern`, where `[..]` in the pattern matches any text?
+pub fn line_matches(pattern: &str, line: &str) -> bool {
+    let parts: Vec<&str> = pattern.split("[..]").collect();
+    if parts.len() == 1 {
+        return pattern == line;
+    }
+    let (first, last) = (parts[0], parts[parts.len() - 1]);
+    if !line.starts_with(first) || line.len() < first.len() + last.len() || !line.ends_with(last) {
+        return false;
+    }
+    let mut rest = &line[first.len()..line.len() - last.len()];
+    for part in &parts[1..parts.len() - 1] {
+        match rest.find(part) {
+            Some(at) => rest = &rest[at + part.len()..],
+            None => return false,
+        }
+    }
+    true
+}
+
+/// Compares output with an expected transcript line by line; the error shows
+/// both in full with the first difference marked.
+pub fn compare_transcript(expected: &[String], actual: &str) -> Result<(), String> {
+    let actual: Vec<&str> = actual.lines().collect();
+    let first_bad =
+        (0..expected.len().max(actual.len())).find(|&i| match (expected.get(i), actual.get(i)) {
+            (Some(pattern), Some(line)) => !line_matches(pattern, line),
+            _ => true,
+        });
+    let Some(bad) = first_bad else { return Ok(()) };
+    let mut report = format!("transcript differs at line {}\n--- expected\n", bad + 1);
+    for (i, line) in expected.iter().enumerate() {
+        report.push_str(&format!("{}{line}\n", if i == bad { ">>" } else { "  " }));
+    }
+    report.push_str("--- actual\n");
+    for (i, line) in actual.iter().enumerate() {
+        report.push_str(&format!("{}{line}\n", if i == bad { ">>" } else { "  " }));
+    }
+    Err(report)
+}
+
+/// The thread-mode transcript turned into the MPI one: only the launch line differs.
+pub fn as_mpi_transcript(expected: &[String]) -> Vec<String> {
+    expected
+        .iter()
+        .map(|line| match line.strip_prefix("Launch: ") {
+            Some(rest) => format!(
+                "Launch: {}",
+                rest.replace("one thread per GPU", "one MPI process per GPU, 1 node")
+            ),
+            None => line.clone(),
+        })
+        .collect()
+}
+
+/// `// Step N: text` comments of a source file, as `Step N: text`.
+pub fn source_steps(source: &str) -> Vec<String> {
+    source
+        .lines()
+        .filter_map(|line| line.trim().strip_prefix("// "))
+        .filter(|text| is_step(text))
+        .map(str::to_string)
+        .collect()
+}
+
+/// `### Step N: text` headings of a README, as `Step N: text`.
+pub fn readme_steps(readme: &str) -> Vec<String> {
+    readme
+        .lines()
+        .filter_map(|line| line.strip_prefix("### "))
+        .filter(|text| is_step(text))
+        .map(str::to_string)
+        .collect()
+}
+
+fn is_step(text: &str) -> bool {
+    text.strip_prefix("Step ")
+        .and_then(|rest| rest.split_once(": "))
+        .is_some_and(|(n, _)| n.parse::<u32>().is_ok())
+}
+
+/// Checks that the README walk-through and the `// Step N:` comments agree
+/// word for word, and that steps are numbered 1, 2, 3, ...
+pub fn compare_steps(readme: &str, source: &str) -> Result<(), String> {
+    let (in_readme, in_source) = (readme_steps(readme), source_steps(source));
+    if in_source.is_empty() {
+        return Err("main.rs has no `// Step N: ...` comments".into());
+    }
+    for (i, step) in in_source.iter().enumerate() {
+        if !step.starts_with(&format!("Step {}: ", i + 1)) {
+            return Err(format!("main.rs: step {} is numbered wrong: {step}", i + 1));
+        }
+    }
+    if in_readme != in_source {
+        return Err(format!(
+            "README walk-through and main.rs steps differ\n--- README (### headings)\n{}\n--- main.rs (// comments)\n{}",
+            in_readme.join("\n"),
+            in_source.join("\n")
+        ));
+    }
+    Ok(())
+}
+
+/// Builds a stand-in NCCL (a shared library with only `ncclGetVersion`,
+/// returning `version_code`) named `name` in `dir`, with the system C compiler
+/// (`$CC`, else `cc`). For the preflight tests.
+pub fn build_fake_nccl(dir: &Path, name: &str, version_code: u32) -> PathBuf {
+    let source = dir.join(format!("{name}.c"));
+    std::fs::write(
+        &source,
+        format!("int ncclGetVersion(int *version) {{ *version = {version_code}; return 0; }}\n"),
+    )
+    .expect("write fake NCCL source");
+    let output = dir.join(name);
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    let status = Command::new(&cc)
+        .args(["-shared", "-fPIC", "-o"])
+        .arg(&output)
+        .arg(&source)
+        .status()
+        .unwrap_or_else(|e| {
+            panic!(
+                "these tests build a stand-in libnccl with a C compiler; `{cc}` did not start: {e}"
+            )
+        });
+    assert!(
+        status.success(),
+        "{cc} failed to build {}",
+        output.display()
+    );
+    output
+}
+
+/// Is a CUDA driver loadable here? Tests about GPU-less machines check this.
+pub fn cuda_driver_present() -> bool {
+    // SAFETY: only dlopen()s and closes the candidate names.
+    unsafe { cudarc::driver::sys::is_culib_present() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wildcards_match_within_a_line() {
+        assert!(line_matches(
+            "NCCL [..] from [..], CUDA driver 13.0",
+            "NCCL 2.28.3 from /usr/lib/libnccl.so.2.28.3, CUDA driver 13.0"
+        ));
+        assert!(line_matches("a[..]", "a"));
+        assert!(line_matches("[..]", "anything"));
+        assert!(!line_matches("NCCL [..] from", "NCCL 2.28.3 to"));
+        assert!(!line_matches("ab[..]ba", "aba"));
+        assert!(line_matches("exact", "exact"));
+        assert!(!line_matches("exact", "exact "));
+    }
+
+    #[test]
+    fn transcripts_are_found_by_rank_count() {
+        let readme = "intro\n<!-- transcript: 2 ranks -->\n```text\nline one\n  line two\n```\n<!-- transcript: 4 ranks -->\n```\nfour\n```\n";
+        assert_eq!(
+            readme_transcript(readme, 2).unwrap(),
+            vec!["line one", "  line two"]
+        );
+        assert_eq!(readme_transcript(readme, 4).unwrap(), vec!["four"]);
+        assert!(readme_transcript(readme, 3).is_none());
+    }
+
+    #[test]
+    fn transcript_differences_point_at_the_line() {
+        let expected = vec!["a".to_string(), "b[..]".to_string()];
+        assert!(compare_transcript(&expected, "a\nbcd\n").is_ok());
+        let err = compare_transcript(&expected, "a\nx\n").unwrap_err();
+        assert!(err.starts_with("transcript differs at line 2"), "{err}");
+        assert!(compare_transcript(&expected, "a\nb\nextra").is_err());
+        assert!(compare_transcript(&expected, "a").is_err());
+    }
+
+    #[test]
+    fn mpi_transcript_differs_only_in_the_launch_line() {
+        let expected = vec![
+            "NCCL x".to_string(),
+            "Launch: 2 ranks, one thread per GPU".to_string(),
+            "Rank".to_string(),
+        ];
+        let mpi = as_mpi_transcript(&expected);
+        assert_eq!(mpi[1], "Launch: 2 ranks, one MPI process per GPU, 1 node");
+        assert_eq!((&mpi[0], &mpi[2]), (&expected[0], &expected[2]));
+    }
+
+    #[test]
+    fn steps_must_agree_word_for_word() {
+        let source = "fn main() {\n    // Step 1: Bind the GPU.\n    x();\n    // Step 2: Create the communicator.\n    // Stepping stone, not a step\n}";
+        let readme = "## Walk-through\n### Step 1: Bind the GPU.\ntext\n### Step 2: Create the communicator.\n";
+        assert_eq!(compare_steps(readme, source), Ok(()));
+        let drifted = readme.replace("Create the", "Make the");
+        assert!(compare_steps(&drifted, source).is_err());
+        let misnumbered = source.replace("Step 2", "Step 3");
+        assert!(compare_steps(readme, &misnumbered)
+            .unwrap_err()
+            .contains("numbered wrong"));
+    }
+
+    #[test]
+    fn hung_commands_are_killed_and_reported() {
+        let result = std::panic::catch_unwind(|| {
+            run_with_timeout(Command::new("sleep").arg("10"), Duration::from_millis(200));
+        });
+        let message = crate::threads::panic_message(&*result.unwrap_err());
+        assert!(message.contains("did not finish"), "{message}");
+    }
+}

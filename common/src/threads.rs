@@ -1,0 +1,366 @@
+//! Thread mode: one OS thread per rank, collectives through shared memory.
+//!
+//! NCCL's `ncclCommInitRank` blocks until every rank has joined, so the ranks
+//! must truly run at once: plain scoped threads, never a bounded pool such as
+//! rayon's.
+//!
+//! When a rank fails, the others must not wait forever. Ranks waiting in one of
+//! our collectives are woken and stop with [`PeerFailed`]. A rank blocked
+//! inside NCCL or CUDA (say, in `ncclCommInitRank` for a peer that will never
+//! come) cannot be woken from outside; after [`ABANDON_AFTER`] the process
+//! exits without it, which releases its GPU resources too.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::mpsc;
+use std::sync::{Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, Result};
+
+use crate::error::{exit_code, is_peer_failure, render, PeerFailed, EXIT_FAILED, EXIT_OK};
+use crate::rank::{Backend, RankContext, Reported};
+
+/// How long the launcher waits for the other ranks once one has failed.
+pub const ABANDON_AFTER: Duration = Duration::from_secs(3);
+
+/// The ranks of one process and what they share.
+pub(crate) struct Team {
+    size: usize,
+    state: Mutex<TeamState>,
+    changed: Condvar,
+}
+
+struct TeamState {
+    arrived: usize,
+    generation: u64,
+    aborted: bool,
+    slots: Vec<Vec<u8>>,
+}
+
+impl Team {
+    pub(crate) fn new(size: usize) -> Self {
+        Self {
+            size,
+            state: Mutex::new(TeamState {
+                arrived: 0,
+                generation: 0,
+                aborted: false,
+                slots: vec![Vec::new(); size],
+            }),
+            changed: Condvar::new(),
+        }
+    }
+
+    /// Wakes every rank waiting in a collective; they and any later collective
+    /// fail with [`PeerFailed`].
+    pub(crate) fn abort(&self) {
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        state.aborted = true;
+        self.changed.notify_all();
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, TeamState> {
+        // A rank that panicked while holding the lock has already been reported;
+        // the data (a counter and byte slots) stays consistent.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn wait_all(&self) -> Result<()> {
+        let mut state = self.lock();
+        if state.aborted {
+            return Err(PeerFailed { ranks: vec![] }.into());
+        }
+        state.arrived += 1;
+        if state.arrived == self.size {
+            state.arrived = 0;
+            state.generation += 1;
+            self.changed.notify_all();
+            return Ok(());
+        }
+        let generation = state.generation;
+        while state.generation == generation && !state.aborted {
+            state = self.changed.wait(state).unwrap_or_else(|p| p.into_inner());
+        }
+        if state.generation == generation {
+            return Err(PeerFailed { ranks: vec![] }.into());
+        }
+        Ok(())
+    }
+}
+
+impl Backend for Team {
+    fn barrier(&self, _rank: usize) -> Result<()> {
+        self.wait_all()
+    }
+
+    fn broadcast(&self, rank: usize, bytes: &mut [u8]) -> Result<()> {
+        if rank == 0 {
+            self.lock().slots[0] = bytes.to_vec();
+        }
+        self.wait_all()?;
+        if rank != 0 {
+            let state = self.lock();
+            let root = &state.slots[0];
+            if root.len() != bytes.len() {
+                return Err(anyhow!(
+                    "broadcast: rank 0 sent {} bytes, rank {rank} expected {}",
+                    root.len(),
+                    bytes.len()
+                ));
+            }
+            bytes.copy_from_slice(root);
+        }
+        // Nobody may start the next collective (and overwrite the slot) before
+        // everyone has read this one.
+        self.wait_all()
+    }
+
+    fn gather(&self, rank: usize, bytes: Vec<u8>) -> Result<Option<Vec<Vec<u8>>>> {
+        self.lock().slots[rank] = bytes;
+        self.wait_all()?;
+        let all = (rank == 0).then(|| std::mem::take(&mut self.lock().slots));
+        if let Some(all) = &all {
+            self.lock().slots = vec![Vec::new(); all.len()];
+        }
+        self.wait_all()?;
+        Ok(all)
+    }
+}
+
+/// How one rank ended.
+type Outcome = Result<()>;
+
+/// Runs `body` on `size` threads, rank r on device `devices[r]`, and returns
+/// the exit code. Prints each failing rank's error as `[rank r/n] error: ...`.
+/// If a rank fails and another does not return within [`ABANDON_AFTER`], exits
+/// the process from here.
+pub(crate) fn run<F>(size: usize, devices: &[usize], body: F) -> u8
+where
+    F: Fn(&RankContext) -> Result<()> + Sync,
+{
+    let team = Team::new(size);
+    let (report, outcomes_rx) = mpsc::channel::<(usize, Outcome)>();
+    std::thread::scope(|scope| {
+        for rank in 0..size {
+            let (rank_report, team, body, device) = (report.clone(), &team, &body, devices[rank]);
+            let spawned = std::thread::Builder::new()
+                .name(format!("rank-{rank}"))
+                .spawn_scoped(scope, move || {
+                    let ctx = RankContext::new(rank, size, device, team);
+                    let outcome =
+                        catch_unwind(AssertUnwindSafe(|| body(&ctx))).unwrap_or_else(|panic| {
+                            Err(anyhow!("panicked: {}", panic_message(&*panic)))
+                        });
+                    if outcome.is_err() {
+                        team.abort();
+                    }
+                    let _ = rank_report.send((rank, outcome));
+                });
+            if let Err(err) = spawned {
+                team.abort();
+                let _ = report.send((
+                    rank,
+                    Err(anyhow!("could not start the thread for rank {rank}: {err}")),
+                ));
+            }
+        }
+        drop(report);
+
+        let mut outcomes: Vec<Option<Outcome>> = (0..size).map(|_| None).collect();
+        let mut deadline: Option<Instant> = None;
+        while outcomes.iter().any(Option::is_none) {
+            let next = match deadline {
+                None => outcomes_rx.recv().ok(),
+                Some(at) => outcomes_rx
+                    .recv_timeout(at.saturating_duration_since(Instant::now()))
+                    .ok(),
+            };
+            let Some((rank, outcome)) = next else { break };
+            if outcome.is_err() && deadline.is_none() {
+                deadline = Some(Instant::now() + ABANDON_AFTER);
+            }
+            outcomes[rank] = Some(outcome);
+        }
+
+        let code = report_outcomes(&outcomes);
+        let stuck: Vec<String> = outcomes
+            .iter()
+            .enumerate()
+            .filter(|(_, o)| o.is_none())
+            .map(|(rank, _)| rank.to_string())
+            .collect();
+        if !stuck.is_empty() {
+            eprintln!(
+                "note: rank {} did not stop within {} s of the failure (blocked inside NCCL or CUDA, waiting for a peer that has stopped); exiting without it",
+                stuck.join(", "),
+                ABANDON_AFTER.as_secs()
+            );
+            flush_and_exit(code);
+        }
+        code
+    })
+}
+
+/// Prints the errors of the ranks that failed first, in rank order, and
+/// returns the exit code of the run.
+fn report_outcomes(outcomes: &[Option<Outcome>]) -> u8 {
+    let size = outcomes.len();
+    let mut code = EXIT_OK;
+    let mut worst = |c: u8| {
+        // A real failure (1) outranks "cannot run here" (2).
+        if code == EXIT_OK || c == EXIT_FAILED {
+            code = c;
+        }
+    };
+    for (rank, outcome) in outcomes.iter().enumerate() {
+        let Some(Err(err)) = outcome else { continue };
+        if let Some(reported) = err.chain().find_map(|e| e.downcast_ref::<Reported>()) {
+            worst(reported.code);
+        } else if is_peer_failure(err) {
+            continue;
+        } else {
+            eprintln!("{}", render(&format!("[rank {rank}/{size}] "), err));
+            worst(exit_code(err));
+        }
+    }
+    if code == EXIT_OK && outcomes.iter().any(|o| !matches!(o, Some(Ok(())))) {
+        // Only peer failures or ranks that never returned: still a failure.
+        code = EXIT_FAILED;
+    }
+    code
+}
+
+pub(crate) fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = panic.downcast_ref::<&str>() {
+        s.to_string()
+    } else if let Some(s) = panic.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "(no message)".into()
+    }
+}
+
+pub(crate) fn flush_and_exit(code: u8) -> ! {
+    use std::io::Write;
+    let _ = std::io::stdout().flush();
+    let _ = std::io::stderr().flush();
+    std::process::exit(code.into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    #[test]
+    fn every_rank_sees_roots_broadcast() {
+        let seen = Mutex::new(vec![Vec::new(); 4]);
+        let code = run(4, &[0, 1, 2, 3], |ctx| {
+            let mut id = if ctx.is_root() {
+                vec![7u8; 128]
+            } else {
+                vec![0u8; 128]
+            };
+            ctx.broadcast(&mut id)?;
+            seen.lock().unwrap()[ctx.rank()] = id;
+            Ok(())
+        });
+        assert_eq!(code, EXIT_OK);
+        assert!(seen
+            .into_inner()
+            .unwrap()
+            .iter()
+            .all(|id| id == &vec![7u8; 128]));
+    }
+
+    #[test]
+    fn gather_returns_rank_order_on_root_only() {
+        let gathered = Mutex::new(None);
+        let code = run(3, &[0, 1, 2], |ctx| {
+            // Make the ranks arrive out of order.
+            std::thread::sleep(Duration::from_millis(10 * (3 - ctx.rank() as u64)));
+            let all = ctx.gather(vec![ctx.rank() as u8; ctx.rank() + 1])?;
+            assert_eq!(all.is_some(), ctx.is_root());
+            if let Some(all) = all {
+                *gathered.lock().unwrap() = Some(all);
+            }
+            Ok(())
+        });
+        assert_eq!(code, EXIT_OK);
+        assert_eq!(
+            gathered.into_inner().unwrap(),
+            Some(vec![vec![0], vec![1, 1], vec![2, 2, 2]])
+        );
+    }
+
+    #[test]
+    fn barrier_holds_everyone_until_the_last_arrives() {
+        let before = AtomicUsize::new(0);
+        let code = run(4, &[0, 1, 2, 3], |ctx| {
+            for round in 1..=20 {
+                before.fetch_add(1, Ordering::SeqCst);
+                ctx.barrier()?;
+                assert!(before.load(Ordering::SeqCst) >= 4 * round);
+                ctx.barrier()?;
+            }
+            Ok(())
+        });
+        assert_eq!(code, EXIT_OK);
+    }
+
+    #[test]
+    fn a_failing_rank_releases_the_others_from_the_barrier() {
+        let start = Instant::now();
+        let code = run(3, &[0, 1, 2], |ctx| {
+            if ctx.rank() == 1 {
+                anyhow::bail!("rank 1 gives up");
+            }
+            ctx.barrier()
+        });
+        assert_eq!(code, EXIT_FAILED);
+        assert!(
+            start.elapsed() < ABANDON_AFTER,
+            "the others waited for the timeout"
+        );
+    }
+
+    #[test]
+    fn cannot_run_everywhere_exits_2() {
+        let code = run(2, &[0, 1], |_| {
+            Err(crate::CannotRun::new("no", "yes").into())
+        });
+        assert_eq!(code, crate::EXIT_CANNOT_RUN);
+    }
+
+    #[test]
+    fn all_ok_fails_everyone_when_one_rank_fails() {
+        let results = Mutex::new(vec![]);
+        let code = run(3, &[0, 1, 2], |ctx| {
+            let local = if ctx.rank() == 2 {
+                Err(anyhow!("element 5 is wrong"))
+            } else {
+                Ok(())
+            };
+            let agreed = ctx.all_ok(local);
+            results.lock().unwrap().push((ctx.rank(), agreed.is_err()));
+            agreed
+        });
+        assert_eq!(code, EXIT_FAILED);
+        assert!(results
+            .into_inner()
+            .unwrap()
+            .iter()
+            .all(|(_, failed)| *failed));
+    }
+
+    #[test]
+    fn panics_become_failures() {
+        let code = run(2, &[0, 1], |ctx| {
+            if ctx.rank() == 0 {
+                panic!("boom");
+            }
+            ctx.barrier()
+        });
+        assert_eq!(code, EXIT_FAILED);
+    }
+}

@@ -1,0 +1,299 @@
+//! The launcher, for real: `launch-probe` run as a separate process, in thread
+//! mode (default build) or under mpirun (`--features mpi`). No GPU needed.
+
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+use common::testing::{binary, run_with_timeout};
+
+fn probe() -> std::path::PathBuf {
+    binary("launch-probe", env!("CARGO_BIN_EXE_launch-probe"))
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn describe(out: &Output) -> String {
+    format!(
+        "status {:?}\n--- stdout\n{}--- stderr\n{}",
+        out.status.code(),
+        text(&out.stdout),
+        text(&out.stderr)
+    )
+}
+
+/// Lines of stderr that report a rank's error.
+fn rank_errors(out: &Output) -> Vec<String> {
+    text(&out.stderr)
+        .lines()
+        .filter(|l| l.starts_with("[rank "))
+        .map(str::to_string)
+        .collect()
+}
+
+#[cfg(not(feature = "mpi"))]
+mod threads {
+    use super::*;
+
+    fn run_probe(nthreads: &str, args: &[&str]) -> Output {
+        run_with_timeout(
+            Command::new(probe()).env("NTHREADS", nthreads).args(args),
+            Duration::from_secs(30),
+        )
+    }
+
+    #[test]
+    fn ranks_share_the_id_and_print_in_rank_order() {
+        // Several runs: the order must not depend on thread scheduling.
+        for _ in 0..5 {
+            let out = run_probe("4", &[]);
+            assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+            assert_eq!(
+                text(&out.stdout),
+                "Launch: 4 ranks, one thread per GPU\n\
+                 launch-probe: 4 ranks, scenario Ok\n\
+                 id shared: every rank has rank 0's bytes\n  \
+                 Rank 0 of 4 on device 0 passed the barrier\n  \
+                 Rank 1 of 4 on device 1 passed the barrier\n  \
+                 Rank 2 of 4 on device 2 passed the barrier\n  \
+                 Rank 3 of 4 on device 3 passed the barrier\n\
+                 launch-probe: done\n"
+            );
+        }
+    }
+
+    #[test]
+    fn nthreads_zero_is_refused() {
+        let out = run_probe("0", &[]);
+        assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
+        assert!(
+            text(&out.stderr).contains("NTHREADS must be at least 1"),
+            "{}",
+            describe(&out)
+        );
+    }
+
+    #[test]
+    fn nthreads_not_a_number_is_refused() {
+        let out = run_probe("abc", &[]);
+        assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
+        assert!(
+            text(&out.stderr).contains("'abc' is not a whole number"),
+            "{}",
+            describe(&out)
+        );
+    }
+
+    #[test]
+    fn a_failing_rank_fails_the_run_promptly_with_its_message() {
+        let start = Instant::now();
+        let out = run_probe("3", &["--scenario", "fail", "--rank", "1"]);
+        assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+        assert_eq!(
+            rank_errors(&out),
+            vec!["[rank 1/3] error: rank 1 fails on purpose"],
+            "{}",
+            describe(&out)
+        );
+        assert!(
+            start.elapsed() < Duration::from_secs(3),
+            "the other ranks were not released at once"
+        );
+        assert!(!text(&out.stdout).contains("done"));
+    }
+
+    #[test]
+    fn ranks_stuck_in_a_library_call_do_not_hang_the_run() {
+        let start = Instant::now();
+        let out = run_probe("3", &["--scenario", "hang", "--rank", "2"]);
+        assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+        assert_eq!(
+            rank_errors(&out),
+            vec!["[rank 2/3] error: rank 2 fails on purpose; the others are stuck"],
+            "{}",
+            describe(&out)
+        );
+        assert!(
+            text(&out.stderr).contains("rank 0, 1 did not stop within 3 s"),
+            "{}",
+            describe(&out)
+        );
+        assert!(start.elapsed() < Duration::from_secs(15));
+    }
+
+    #[test]
+    fn a_panicking_rank_is_a_failure_not_a_crash() {
+        let out = run_probe("2", &["--scenario", "panic", "--rank", "0"]);
+        assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+        assert_eq!(
+            rank_errors(&out),
+            vec!["[rank 0/2] error: panicked: rank 0 panics on purpose"],
+            "{}",
+            describe(&out)
+        );
+    }
+
+    #[test]
+    fn cannot_run_exits_2_with_the_fix() {
+        let out = run_probe("2", &["--scenario", "cannot-run", "--rank", "1"]);
+        assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
+        assert!(
+            text(&out.stderr).contains("[rank 1/2] error: rank 1 cannot run here, on purpose\n  fix: nothing to fix: this is a test"),
+            "{}",
+            describe(&out)
+        );
+    }
+
+    #[test]
+    fn a_wrong_result_is_reported_once_by_rank_0_and_exits_1() {
+        let out = run_probe("3", &["--scenario", "wrong-result", "--rank", "2"]);
+        assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+        assert_eq!(
+            rank_errors(&out),
+            vec!["[rank 2/3] error: element 3 of 8: expected 6, got 5"],
+            "{}",
+            describe(&out)
+        );
+        assert!(!text(&out.stdout).contains("done"), "{}", describe(&out));
+    }
+
+    #[test]
+    fn a_thread_mode_binary_under_mpirun_refuses_to_run() {
+        let out = run_with_timeout(
+            Command::new(probe())
+                .env("NTHREADS", "1")
+                .env("OMPI_COMM_WORLD_SIZE", "2"),
+            Duration::from_secs(30),
+        );
+        assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
+        assert!(
+            text(&out.stderr).contains("built without MPI support"),
+            "{}",
+            describe(&out)
+        );
+        assert!(
+            text(&out.stderr).contains("--features mpi"),
+            "{}",
+            describe(&out)
+        );
+    }
+
+    #[test]
+    fn help_documents_nthreads_and_the_modes() {
+        let out = run_with_timeout(Command::new(probe()).arg("--help"), Duration::from_secs(30));
+        assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+        let help = text(&out.stdout);
+        assert!(help.contains("[env: NTHREADS"), "{help}");
+        assert!(help.contains("mpirun -np 2"), "{help}");
+    }
+}
+
+#[cfg(feature = "mpi")]
+mod mpi {
+    use super::*;
+    use common::testing::mpirun;
+
+    fn run_probe(ranks: usize, args: &[&str]) -> Output {
+        run_with_timeout(mpirun(ranks, &probe()).args(args), Duration::from_secs(60))
+    }
+
+    #[test]
+    fn mpirun_ranks_share_the_id_and_print_in_rank_order() {
+        let out = run_probe(2, &[]);
+        assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+        assert_eq!(
+            text(&out.stdout),
+            "Launch: 2 ranks, one MPI process per GPU, 1 node\n\
+             launch-probe: 2 ranks, scenario Ok\n\
+             id shared: every rank has rank 0's bytes\n  \
+             Rank 0 of 2 on device 0 passed the barrier\n  \
+             Rank 1 of 2 on device 1 passed the barrier\n\
+             launch-probe: done\n"
+        );
+    }
+
+    #[test]
+    fn without_mpirun_the_program_is_one_rank() {
+        let mut cmd = Command::new(probe());
+        cmd.env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+            .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
+        let out = run_with_timeout(&mut cmd, Duration::from_secs(60));
+        assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+        assert!(
+            text(&out.stdout).starts_with("Launch: 1 rank, one MPI process per GPU, 1 node\n"),
+            "{}",
+            describe(&out)
+        );
+    }
+
+    #[test]
+    fn a_failing_process_aborts_the_job_with_exit_1() {
+        let out = run_probe(2, &["--scenario", "fail", "--rank", "1"]);
+        assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+        assert_eq!(
+            rank_errors(&out),
+            vec!["[rank 1/2] error: rank 1 fails on purpose"],
+            "{}",
+            describe(&out)
+        );
+    }
+
+    #[test]
+    fn processes_stuck_in_a_library_call_are_stopped_by_the_abort() {
+        let start = Instant::now();
+        let out = run_probe(2, &["--scenario", "hang", "--rank", "1"]);
+        assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+        assert!(rank_errors(&out).contains(
+            &"[rank 1/2] error: rank 1 fails on purpose; the others are stuck".to_string()
+        ));
+        assert!(start.elapsed() < Duration::from_secs(30));
+    }
+
+    #[test]
+    fn cannot_run_exits_2() {
+        let out = run_probe(2, &["--scenario", "cannot-run", "--rank", "0"]);
+        assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
+        assert!(
+            text(&out.stderr).contains("fix: nothing to fix"),
+            "{}",
+            describe(&out)
+        );
+    }
+
+    #[test]
+    fn a_wrong_result_exits_1_without_aborting() {
+        let out = run_probe(2, &["--scenario", "wrong-result", "--rank", "1"]);
+        assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+        assert_eq!(
+            rank_errors(&out),
+            vec!["[rank 1/2] error: element 3 of 8: expected 6, got 5"],
+            "{}",
+            describe(&out)
+        );
+        assert!(
+            !text(&out.stderr).contains("MPI_ABORT"),
+            "{}",
+            describe(&out)
+        );
+    }
+
+    #[test]
+    fn nthreads_is_noted_but_not_used() {
+        let out = run_with_timeout(
+            mpirun(2, &probe()).env("NTHREADS", "7"),
+            Duration::from_secs(60),
+        );
+        assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+        assert!(
+            text(&out.stderr).contains("NTHREADS is not used in MPI mode"),
+            "{}",
+            describe(&out)
+        );
+        assert!(
+            text(&out.stdout).contains("Launch: 2 ranks"),
+            "{}",
+            describe(&out)
+        );
+    }
+}
