@@ -33,13 +33,16 @@ pub(crate) struct Cli<A: clap::Args> {
     pub lesson: A,
 }
 
-pub(crate) const AFTER_HELP: &str = "\
-Launch modes:
-  threads (default build)   NTHREADS=2 cargo run --release --bin <lesson>
+pub(crate) fn after_help(name: &str) -> String {
+    format!(
+        "Launch modes:
+  threads (default build)   NTHREADS=2 cargo run --release --bin {name}
   MPI (--features mpi)      cargo build --release --features mpi
-                            mpirun -np 2 target/release/<lesson>
+                            mpirun -np 2 target/release/{name}
 
-Exit codes: 0 verified, 1 failed, 2 cannot run on this system (the message says why).";
+Exit codes: 0 verified, 1 failed, 2 cannot run on this system (the message says why)."
+    )
+}
 
 #[cfg(test)]
 mod tests {

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use anyhow::Result;
 use clap::{CommandFactory, FromArgMatches};
 
-use crate::cli::{Cli, AFTER_HELP};
+use crate::cli::{after_help, Cli};
 pub use crate::preflight::Needs;
 use crate::preflight::System;
 use crate::rank::RankContext;
@@ -37,7 +37,7 @@ where
     let command = Cli::<A>::command()
         .name(lesson.name)
         .about(lesson.about)
-        .after_help(AFTER_HELP);
+        .after_help(after_help(lesson.name));
     let cli = match Cli::<A>::from_arg_matches(&command.get_matches()) {
         Ok(cli) => cli,
         Err(err) => err.exit(),

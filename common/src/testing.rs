@@ -243,6 +243,132 @@ pub fn build_fake_nccl(dir: &Path, name: &str, version_code: u32) -> PathBuf {
     output
 }
 
+/// A lesson binary and its crate, for the tests every lesson shares.
+pub struct LessonUnderTest {
+    pub name: &'static str,
+    pub binary: PathBuf,
+    pub dir: PathBuf,
+}
+
+impl LessonUnderTest {
+    /// `name` is the binary's name; pass `env!("CARGO_BIN_EXE_<name>")` and
+    /// `env!("CARGO_MANIFEST_DIR")`. Both are looked up at run time first, so
+    /// a nextest archive built on one machine runs on another.
+    pub fn new(name: &'static str, cargo_binary: &str, cargo_manifest_dir: &str) -> Self {
+        let dir = std::env::var_os("CARGO_MANIFEST_DIR")
+            .map_or_else(|| PathBuf::from(cargo_manifest_dir), PathBuf::from);
+        Self {
+            name,
+            binary: binary(name, cargo_binary),
+            dir,
+        }
+    }
+
+    pub fn readme(&self) -> String {
+        read(&self.dir.join("README.md"))
+    }
+
+    pub fn source(&self) -> String {
+        read(&self.dir.join("src/main.rs"))
+    }
+
+    /// The README's walk-through headings equal the `// Step N:` comments.
+    pub fn assert_walkthrough_matches_source(&self) {
+        if let Err(report) = compare_steps(&self.readme(), &self.source()) {
+            panic!("{}: {report}", self.name);
+        }
+    }
+
+    /// A command for the lesson with `ranks` ranks: `NTHREADS=ranks lesson` in
+    /// a thread-mode build, `mpirun -np ranks lesson` in an MPI build.
+    pub fn command(&self, ranks: usize) -> Command {
+        if cfg!(feature = "mpi") {
+            mpirun(ranks, &self.binary)
+        } else {
+            let mut cmd = Command::new(&self.binary);
+            cmd.env("NTHREADS", ranks.to_string());
+            keep_multicast_off(&mut cmd);
+            cmd
+        }
+    }
+
+    /// Runs the lesson (see [`command`](Self::command)) with `args`, within `limit`.
+    pub fn run(&self, ranks: usize, args: &[&str], limit: Duration) -> Output {
+        run_with_timeout(self.command(ranks).args(args), limit)
+    }
+
+    /// Runs the lesson on `ranks` GPUs and compares stdout with the README's
+    /// transcript for that many ranks (thread mode's; in an MPI build the
+    /// launch line is swapped for MPI's).
+    pub fn assert_transcript(&self, ranks: usize, args: &[&str]) {
+        let expected = readme_transcript(&self.readme(), ranks).unwrap_or_else(|| {
+            panic!(
+                "{}: README has no `<!-- transcript: {ranks} ranks -->` block",
+                self.name
+            )
+        });
+        let expected = if cfg!(feature = "mpi") {
+            as_mpi_transcript(&expected)
+        } else {
+            expected
+        };
+        let out = self.run(ranks, args, Duration::from_secs(300));
+        let (stdout, stderr) = (
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr),
+        );
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{} failed\n--- stdout\n{stdout}\n--- stderr\n{stderr}",
+            self.name
+        );
+        if let Err(report) = compare_transcript(&expected, &stdout) {
+            panic!("{}: {report}\n--- stderr\n{stderr}", self.name);
+        }
+    }
+
+    /// With no usable GPU the lesson exits 2 and says why, without panicking:
+    /// on a machine without a driver it names the missing driver; on a GPU
+    /// machine, run with `CUDA_VISIBLE_DEVICES=""`, it says it sees no GPU.
+    pub fn assert_exits_2_without_a_gpu(&self) {
+        let mut cmd = Command::new(&self.binary);
+        cmd.env("CUDA_VISIBLE_DEVICES", "").env_remove("NTHREADS");
+        let out = run_with_timeout(&mut cmd, Duration::from_secs(60));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{}: {stderr}", self.name);
+        assert!(
+            stderr.contains(&format!("error: {} cannot run on this system", self.name)),
+            "{stderr}"
+        );
+        let reason = if cuda_driver_present() {
+            "the CUDA driver sees no GPU"
+        } else {
+            "no CUDA driver"
+        };
+        assert!(stderr.contains(reason), "expected {reason:?} in:\n{stderr}");
+        assert!(stderr.contains("fix: "), "{stderr}");
+        assert!(!stderr.contains("panicked"), "{stderr}");
+    }
+
+    /// More ranks than GPUs: exit 2 with the count and the fix, before any NCCL call.
+    pub fn assert_more_ranks_than_gpus_exits_2(&self) {
+        let out = self.run(64, &[], Duration::from_secs(120));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{}: {stderr}", self.name);
+        let reason = if cfg!(feature = "mpi") {
+            "MPI processes share this node"
+        } else {
+            "NTHREADS=64 asks for 64 ranks"
+        };
+        assert!(stderr.contains(reason), "expected {reason:?} in:\n{stderr}");
+    }
+}
+
+fn read(path: &Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()))
+}
+
 /// Is a CUDA driver loadable here? Tests about GPU-less machines check this.
 pub fn cuda_driver_present() -> bool {
     // SAFETY: only dlopen()s and closes the candidate names.

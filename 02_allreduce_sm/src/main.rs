@@ -1,0 +1,157 @@
+//! # Lesson 02: AllReduce over symmetric memory windows
+//!
+//! Lesson 01 again, with one change: the buffers are registered as
+//! *symmetric windows* (`ncclCommWindowRegister` with
+//! `NCCL_WIN_COLL_SYMMETRIC`) instead of with `ncclCommRegister`.
+//!
+//! Why it matters: a window registration is collective. Every rank registers
+//! a buffer of the same size, and NCCL maps all of them into one address range
+//! at the same offset on every GPU. A kernel on any GPU can then reach a
+//! peer's buffer with plain loads and stores, without exchanging addresses or
+//! staging through NCCL's own buffers. On NVLink systems NCCL 2.27+ uses that
+//! for dedicated *symmetric kernels* for AllReduce, AllGather and
+//! ReduceScatter, which are faster for small and medium messages.
+//!
+//! Run it:
+//!
+//! ```text
+//! cargo run --release --bin 02_allreduce_sm               # one thread per visible GPU
+//! NTHREADS=2 cargo run --release --bin 02_allreduce_sm    # two GPUs
+//! cargo build --release --features mpi
+//! mpirun -np 2 target/release/02_allreduce_sm             # one process per GPU
+//! NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,TUNING NTHREADS=2 \
+//!     cargo run --release --bin 02_allreduce_sm           # see NCCL pick the symmetric kernel
+//! ```
+//!
+//! Left out on purpose: writing a kernel against the windows yourself
+//! (lesson 05), and how NCCL maps the peers' memory (lesson 04).
+
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+use common::nccl::{
+    nccl_stream, sys, Communicator, NcclBuffer, NcclCheck, Window, NCCL_WIN_COLL_SYMMETRIC,
+};
+use common::verify::check_all;
+use common::{Lesson, NcclVersion, Needs, NoArgs, RankContext};
+use cudarc::driver::CudaContext;
+
+/// Elements per buffer: 1M floats (4 MiB), as in NCCL's example.
+const COUNT: usize = 1024 * 1024;
+
+const LESSON: Lesson = Lesson {
+    name: "02_allreduce_sm",
+    about: "AllReduce over symmetric memory windows (ncclCommWindowRegister)",
+    needs: Needs::GpuAndNccl {
+        min: NcclVersion::new(2, 27, 0),
+        feature: "ncclCommWindowRegister",
+    },
+};
+
+fn main() -> ExitCode {
+    common::run(&LESSON, allreduce_sm)
+}
+
+/// Runs on every rank at once (a thread or an MPI process each).
+fn allreduce_sm(ctx: &RankContext, _: &NoArgs) -> Result<()> {
+    let (rank, size) = (ctx.rank(), ctx.size());
+    ctx.println_root(format!("Starting AllReduce example with {size} ranks"));
+
+    // Step 1: Bind this rank's GPU and create a stream.
+    let gpu = CudaContext::new(ctx.device()).context("Step 1: bind the GPU")?;
+    let stream = gpu.new_stream().context("Step 1: create a stream")?;
+
+    // Step 2: Create the communicator from a unique id that rank 0 shares.
+    // Whether this communicator can use symmetric memory is decided here: all
+    // its GPUs must reach each other by CUDA P2P, and cuMem must be enabled.
+    let comm = Communicator::init_rank(ctx).context("Step 2: create the communicator")?;
+    ctx.println_ordered(format!(
+        "  Rank {rank} communicator initialized using device {}",
+        ctx.device()
+    ))?;
+
+    // Step 3: Allocate the send and receive buffers with ncclMemAlloc.
+    // Windows need CUDA virtual-memory allocations: ncclMemAlloc makes them.
+    let bytes = COUNT * std::mem::size_of::<f32>();
+    ctx.println_root("Symmetric Memory allocation");
+    ctx.println_ordered(format!(
+        "  Rank {rank} allocating {:.2} MB per buffer",
+        bytes as f64 / (1 << 20) as f64
+    ))?;
+    let send = NcclBuffer::alloc(bytes).context("Step 3: allocate the send buffer")?;
+    let recv = NcclBuffer::alloc(bytes).context("Step 3: allocate the receive buffer")?;
+
+    // Step 4: Register both buffers as symmetric windows (ncclCommWindowRegister).
+    // NOTE: collective: every rank registers the same sizes in the same order,
+    // and the call returns when all have. A thread that drives several
+    // communicators must wrap the calls in ncclGroupStart/End or it deadlocks
+    // waiting for itself. A NULL window means no symmetric support: the guard
+    // turns it into a "cannot run here" error that says why.
+    let send_window = Window::register(&comm, &send, NCCL_WIN_COLL_SYMMETRIC)
+        .context("Step 4: register the send window")?;
+    let recv_window = Window::register(&comm, &recv, NCCL_WIN_COLL_SYMMETRIC)
+        .context("Step 4: register the receive window")?;
+
+    // Step 5: Fill the send buffer with this rank's id.
+    send.upload(&vec![rank as f32; COUNT], &stream)
+        .context("Step 5: fill the send buffer")?;
+    ctx.println_ordered(format!("  Rank {rank} data initialized (value: {rank})"))?;
+
+    // Step 6: Sum the send buffers of all ranks into every receive buffer (ncclAllReduce).
+    // The call is the same as in lesson 01: NCCL finds the windows from the
+    // pointers. Both buffers are windows, float32 and sum, so on NVLink NCCL
+    // may run a symmetric kernel (NCCL_DEBUG=INFO shows "[Symmetric]").
+    ctx.println_root(format!(
+        "Starting AllReduce with {COUNT} elements ({} MB)",
+        bytes >> 20
+    ));
+    // SAFETY: both buffers hold COUNT floats and stay alive until the stream is synchronized.
+    unsafe {
+        sys::ncclAllReduce(
+            send.as_ptr(),
+            recv.as_ptr(),
+            COUNT,
+            sys::ncclDataType_t::ncclFloat32,
+            sys::ncclRedOp_t::ncclSum,
+            comm.as_raw(),
+            nccl_stream(&stream),
+        )
+    }
+    .check("ncclAllReduce")
+    .context("Step 6: allreduce")?;
+    stream
+        .synchronize()
+        .context("Step 6: wait for the allreduce")?;
+    ctx.println_root("AllReduce completed successfully");
+
+    // Step 7: Verify every element on every rank against 0 + 1 + ... + (n-1).
+    let expected = (size * (size - 1) / 2) as f32;
+    let mut result = vec![0f32; COUNT];
+    recv.download(&mut result, &stream)
+        .context("Step 7: copy the result to the host")?;
+    ctx.println_root(format!(
+        "Verification - Expected: {expected:.1}, Got: {:.1}",
+        result[0]
+    ));
+    ctx.all_ok(check_all("receive buffer", &result, |_| expected).context("Step 7: verify"))?;
+    ctx.println_root("Results verified correctly");
+
+    // Step 8: Deregister the windows, then free the buffers, then destroy the communicator.
+    // NOTE: deregistration is collective too, and must not race with
+    // collectives on the same communicator from another thread.
+    send_window
+        .deregister()
+        .context("Step 8: deregister the send window")?;
+    recv_window
+        .deregister()
+        .context("Step 8: deregister the receive window")?;
+    ctx.println_ordered(format!(
+        "  Rank {rank} symmetric memory windows deregistered"
+    ))?;
+    send.free().context("Step 8: free the send buffer")?;
+    recv.free().context("Step 8: free the receive buffer")?;
+    comm.destroy().context("Step 8: destroy the communicator")?;
+    ctx.println_root("All resources cleaned up successfully");
+    ctx.println_root("Example completed - demonstrated symmetric memory lifecycle");
+    Ok(())
+}
