@@ -83,7 +83,7 @@ pub fn slowest_rank(ctx: &RankContext, seconds: f64) -> Result<f64> {
 pub fn size_label(bytes: usize) -> String {
     const UNITS: [(usize, &str); 3] = [(1 << 30, "G"), (1 << 20, "M"), (1 << 10, "K")];
     for (unit, suffix) in UNITS {
-        if bytes >= unit && bytes % unit == 0 {
+        if bytes >= unit && bytes.is_multiple_of(unit) {
             return format!("{}{suffix}", bytes / unit);
         }
     }

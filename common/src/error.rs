@@ -73,6 +73,7 @@ pub(crate) fn find_cannot_run(err: &anyhow::Error) -> Option<&CannotRun> {
     err.chain().find_map(|e| e.downcast_ref::<CannotRun>())
 }
 
+#[cfg_attr(feature = "mpi", allow(dead_code))]
 pub(crate) fn is_peer_failure(err: &anyhow::Error) -> bool {
     err.chain().any(|e| e.is::<PeerFailed>())
 }
@@ -96,6 +97,23 @@ pub(crate) fn fix_lines(fix: &str, indent: &str) -> String {
         text.push_str(line);
     }
     text
+}
+
+pub(crate) fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = panic.downcast_ref::<&str>() {
+        s.to_string()
+    } else if let Some(s) = panic.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "(no message)".into()
+    }
+}
+
+pub(crate) fn flush_and_exit(code: u8) -> ! {
+    use std::io::Write;
+    let _ = std::io::stdout().flush();
+    let _ = std::io::stderr().flush();
+    std::process::exit(code.into())
 }
 
 #[cfg(test)]

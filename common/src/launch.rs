@@ -10,6 +10,7 @@ use crate::cli::{after_help, Cli};
 pub use crate::preflight::Needs;
 use crate::preflight::System;
 use crate::rank::RankContext;
+#[cfg(not(feature = "mpi"))]
 use crate::CannotRun;
 
 /// What the launcher needs to know about a program.
@@ -104,7 +105,8 @@ pub(crate) fn print_banner(system: &System, launch: &str) {
 }
 
 /// Prints why the lesson cannot run here and returns exit code 2.
-pub(crate) fn cannot_run(lesson: &Lesson, problems: &[CannotRun]) -> u8 {
+#[cfg(not(feature = "mpi"))]
+fn cannot_run(lesson: &Lesson, problems: &[CannotRun]) -> u8 {
     eprintln!("error: {} cannot run on this system:", lesson.name);
     for problem in problems {
         eprintln!(

@@ -30,6 +30,7 @@ pub mod nccl;
 pub mod preflight;
 mod rank;
 pub mod testing;
+#[cfg(not(feature = "mpi"))]
 mod threads;
 pub mod verify;
 

@@ -19,11 +19,13 @@ use mpi::traits::*;
 use mpi::Count;
 
 use crate::cli::LaunchArgs;
-use crate::error::{exit_code, fix_lines, render, EXIT_CANNOT_RUN, EXIT_FAILED, EXIT_OK};
+use crate::error::{
+    exit_code, fix_lines, flush_and_exit, panic_message, render, EXIT_CANNOT_RUN, EXIT_FAILED,
+    EXIT_OK,
+};
 use crate::launch::{plural, print_banner, Lesson, Needs};
 use crate::preflight::{self, check_gpu_count, System};
 use crate::rank::{Backend, RankContext, Reported};
-use crate::threads::{flush_and_exit, panic_message};
 
 struct Mpi {
     world: SimpleCommunicator,

@@ -305,8 +305,7 @@ fn load_nccl(name: &str) -> Result<(libloading::Library, NcclLibrary), String> {
         if status != 0 {
             return Err(format!("ncclGetVersion returned error {status}"));
         }
-        let path =
-            library_path(*get_version as *const c_void).unwrap_or_else(|| PathBuf::from(name));
+        let path = library_path(*get_version as usize).unwrap_or_else(|| PathBuf::from(name));
         let version = NcclVersion::from_code(code.max(0) as u32);
         Ok((library, NcclLibrary { version, path }))
     }
@@ -324,12 +323,13 @@ fn with_sources(err: &dyn std::error::Error) -> String {
     text
 }
 
-/// The file the shared object holding `symbol` was loaded from.
-pub fn library_path(symbol: *const c_void) -> Option<PathBuf> {
-    // SAFETY: dladdr only reads the loader's tables; dli_fname points into them.
+/// The file of the shared object that holds `address` (a function's, say).
+pub fn library_path(address: usize) -> Option<PathBuf> {
+    // SAFETY: dladdr only compares the address with the loader's tables, it
+    // does not dereference it; dli_fname points into those tables.
     unsafe {
         let mut info: libc::Dl_info = std::mem::zeroed();
-        if libc::dladdr(symbol, &mut info) == 0 || info.dli_fname.is_null() {
+        if libc::dladdr(address as *const c_void, &mut info) == 0 || info.dli_fname.is_null() {
             return None;
         }
         let path = Path::new(OsStr::from_bytes(CStr::from_ptr(info.dli_fname).to_bytes()));

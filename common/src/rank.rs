@@ -129,15 +129,16 @@ impl<'a> RankContext<'a> {
         Ok(())
     }
 
-    /// Collective: succeeds on every rank only if `local` succeeded on every rank.
+    /// Collective: succeeds on every rank (with its own `local` value) only if
+    /// `local` succeeded on every rank.
     ///
     /// Use it where every rank reaches the same point even when something went
     /// wrong (verification). Rank 0 prints each failing rank's error in rank
     /// order; every rank then returns an error that makes the run exit 1 (or 2 if
     /// the failures were all "cannot run here"), without aborting anyone.
-    pub fn all_ok(&self, local: Result<()>) -> Result<()> {
+    pub fn all_ok<T>(&self, local: Result<T>) -> Result<T> {
         let mine = match &local {
-            Ok(()) => vec![],
+            Ok(_) => vec![],
             Err(err) => {
                 let mut report = vec![exit_code(err)];
                 report.extend_from_slice(render(&self.prefix(), err).as_bytes());

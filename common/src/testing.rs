@@ -444,7 +444,7 @@ mod tests {
         let result = std::panic::catch_unwind(|| {
             run_with_timeout(Command::new("sleep").arg("10"), Duration::from_millis(200));
         });
-        let message = crate::threads::panic_message(&*result.unwrap_err());
+        let message = crate::error::panic_message(&*result.unwrap_err());
         assert!(message.contains("did not finish"), "{message}");
     }
 }

@@ -17,7 +17,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, Result};
 
-use crate::error::{exit_code, is_peer_failure, render, PeerFailed, EXIT_FAILED, EXIT_OK};
+use crate::error::{
+    exit_code, flush_and_exit, is_peer_failure, panic_message, render, PeerFailed, EXIT_FAILED,
+    EXIT_OK,
+};
 use crate::rank::{Backend, RankContext, Reported};
 
 /// How long the launcher waits for the other ranks once one has failed.
@@ -141,8 +144,8 @@ where
     let team = Team::new(size);
     let (report, outcomes_rx) = mpsc::channel::<(usize, Outcome)>();
     std::thread::scope(|scope| {
-        for rank in 0..size {
-            let (rank_report, team, body, device) = (report.clone(), &team, &body, devices[rank]);
+        for (rank, &device) in devices.iter().enumerate().take(size) {
+            let (rank_report, team, body) = (report.clone(), &team, &body);
             let spawned = std::thread::Builder::new()
                 .name(format!("rank-{rank}"))
                 .spawn_scoped(scope, move || {
@@ -228,23 +231,6 @@ fn report_outcomes(outcomes: &[Option<Outcome>]) -> u8 {
         code = EXIT_FAILED;
     }
     code
-}
-
-pub(crate) fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
-    if let Some(s) = panic.downcast_ref::<&str>() {
-        s.to_string()
-    } else if let Some(s) = panic.downcast_ref::<String>() {
-        s.clone()
-    } else {
-        "(no message)".into()
-    }
-}
-
-pub(crate) fn flush_and_exit(code: u8) -> ! {
-    use std::io::Write;
-    let _ = std::io::stdout().flush();
-    let _ = std::io::stderr().flush();
-    std::process::exit(code.into())
 }
 
 #[cfg(test)]

@@ -1,0 +1,288 @@
+//! # Lesson 05: an AllReduce kernel on NCCL's device API
+//!
+//! Lessons 01-03 asked NCCL to run its own kernels. Here we write the kernel:
+//! [`kernels/allreduce_lsa.cu`](../kernels/allreduce_lsa.cu) sums float
+//! buffers across ranks by loading directly from every peer's symmetric
+//! window and storing into every peer's receive window ("load/store
+//! accessible" peers, LSA), with LSA barriers keeping the ranks in step. The
+//! host side, in Rust, sets up the windows and a *device communicator*, then
+//! launches the kernel with the CUDA driver API.
+//!
+//! Why it matters: the device API lets computation and communication share
+//! one kernel (fusing an AllReduce into the layer that produces its input,
+//! say) and lets you write collectives NCCL does not have.
+//!
+//! The kernel is CUDA C++, because NCCL's device API is header-only C++ for
+//! nvcc (NVRTC cannot compile it for NCCL 2.28), and device code only runs
+//! with the NCCL release it was compiled against. So the program compiles it
+//! at run time with nvcc, against the headers of the NCCL it loaded, for this
+//! GPU, and caches the result (see `kernel_build.rs`); a small host shim built
+//! by the same nvcc call owns every NCCL struct whose layout changes between
+//! releases (see `shim.rs`).
+//!
+//! Run it (needs nvcc, the NCCL headers matching the library, and GPUs with
+//! P2P access to each other):
+//!
+//! ```text
+//! cargo run --release --bin 05_device_lsa               # one thread per visible GPU
+//! NTHREADS=2 cargo run --release --bin 05_device_lsa
+//! cargo build --release --features mpi
+//! mpirun -np 2 target/release/05_device_lsa             # one process per GPU
+//! ```
+//!
+//! Left out on purpose: vectorised loads, multimem (NVLink SHARP) and the
+//! GPU-initiated networking (GIN) half of the device API, which needs a network.
+
+mod kernel_build;
+mod shim;
+
+use std::ffi::{c_void, CString};
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+use common::nccl::{sys, Communicator, NcclBuffer, Window, NCCL_WIN_COLL_SYMMETRIC};
+use common::verify::check_all;
+use common::{CannotRun, Lesson, NcclVersion, Needs, NoArgs, RankContext};
+use cudarc::driver::{result as cu, sys as cu_sys, CudaContext};
+use kernel_build::{
+    build_or_reuse, cache_root, check_same_release, find_nccl_headers, find_nvcc, header_version,
+    Env, Target,
+};
+use shim::{loaded_nccl, DevComm, Shim};
+
+/// Elements per buffer: 1M floats (4 MiB), as in NCCL's example.
+const COUNT: usize = 1024 * 1024;
+/// Blocks in the grid, and LSA barriers in the device communicator: one
+/// constant for both, because block `b` synchronises on barrier `b`. More
+/// blocks than barriers would make blocks share a barrier and corrupt it.
+const BLOCKS: u32 = 16;
+/// Threads per block.
+const THREADS: u32 = 512;
+
+const LESSON: Lesson = Lesson {
+    name: "05_device_lsa",
+    about: "An AllReduce kernel on NCCL's device API (LSA pointers and barriers), built with nvcc at run time",
+    needs: Needs::GpuAndNccl {
+        min: NcclVersion::new(2, 28, 0),
+        feature: "the device API (nccl_device.h)",
+    },
+};
+
+fn main() -> ExitCode {
+    common::run(&LESSON, device_lsa)
+}
+
+/// Runs on every rank at once (a thread or an MPI process each).
+fn device_lsa(ctx: &RankContext, _: &NoArgs) -> Result<()> {
+    let (rank, size) = (ctx.rank(), ctx.size());
+    ctx.println_root("Starting Device API AllReduce initialization");
+
+    // Step 1: Bind this rank's GPU, check that it can run the device API, and create a stream.
+    let gpu = CudaContext::new(ctx.device()).context("Step 1: bind the GPU")?;
+    let (major, minor) = gpu
+        .compute_capability()
+        .context("Step 1: compute capability")?;
+    ctx.all_ok(if major >= 7 {
+        Ok(())
+    } else {
+        Err(CannotRun::new(
+            format!("GPU {} has compute capability {major}.{minor}; NCCL's device API needs 7.0 (Volta) or newer", ctx.device()),
+            "run on a Volta or newer GPU",
+        )
+        .into())
+    })?;
+    let stream = gpu.new_stream().context("Step 1: create a stream")?;
+    ctx.println_ordered(format!("  Rank {rank} using GPU device {}", ctx.device()))?;
+
+    // Step 2: Build the kernel and its host shim with nvcc for this GPU and this NCCL, or reuse the cached build.
+    // NOTE: the headers must be exactly the loaded library's release: device
+    // code built for one NCCL does not run with another. Rank 0 builds first
+    // and the others wait, so that they find the cache filled instead of
+    // running nvcc all at once.
+    let target =
+        ctx.all_ok(build_target(major, minor).context("Step 2: find nvcc and the NCCL headers"))?;
+    let cache = cache_root(&Env::from_process());
+    let first = if ctx.is_root() {
+        build_or_reuse(&target, &cache).map(Some)
+    } else {
+        Ok(None)
+    };
+    let built = match ctx.all_ok(first.context("Step 2: build the kernel"))? {
+        Some(built) => built,
+        None => build_or_reuse(&target, &cache).context("Step 2: build the kernel")?,
+    };
+    ctx.println_root(format!(
+        "Kernel allreduce_lsa.cu built for {} against NCCL {} headers in {}",
+        target.arch,
+        target.nccl,
+        target.include.display()
+    ));
+    if ctx.is_root() {
+        let how = if built.compiled {
+            "compiled with nvcc"
+        } else {
+            "reused from the cache"
+        };
+        eprintln!(
+            "note: kernel and shim {how} in {:.2} s ({})",
+            built.seconds,
+            built.cubin.parent().unwrap_or(&built.cubin).display()
+        );
+    }
+
+    // Step 3: Load the kernel (cuModuleLoadData) and the shim (dlopen), and check that both match the NCCL in use.
+    let cubin = std::fs::read(&built.cubin)
+        .with_context(|| format!("Step 3: read {}", built.cubin.display()))?;
+    // SAFETY: the context is current (Step 1) and `cubin` is a complete ELF image.
+    let module = unsafe { cu::module::load_data(cubin.as_ptr().cast()) }
+        .context("Step 3: cuModuleLoadData")?;
+    let module = Module(module);
+    // SAFETY: the module is loaded; the name is the kernel's extern "C" name.
+    let kernel =
+        unsafe { cu::module::get_function(module.0, CString::new(kernel_build::KERNEL_NAME)?) }
+            .context("Step 3: cuModuleGetFunction")?;
+    let shim = Shim::load(&built.shim, target.nccl).context("Step 3: load the shim")?;
+    ctx.println_root(format!(
+        "ncclDevComm is {} bytes in NCCL {} (opaque to Rust: only the shim knows its layout)",
+        shim.dev_comm_size(),
+        target.nccl
+    ));
+
+    // Step 4: Create the communicator from a unique id that rank 0 shares.
+    let comm = Communicator::init_rank(ctx).context("Step 4: create the communicator")?;
+    ctx.println_ordered(format!(
+        "  Rank {rank} initialized NCCL communicator for {size} total ranks"
+    ))?;
+
+    // Step 5: Allocate the buffers with ncclMemAlloc and register them as symmetric windows.
+    // The kernel reaches peers only through windows: ncclGetLsaPointer turns
+    // (window, offset, peer) into an address this GPU can load from.
+    let bytes = COUNT * std::mem::size_of::<f32>();
+    let send = NcclBuffer::alloc(bytes).context("Step 5: allocate the send buffer")?;
+    let recv = NcclBuffer::alloc(bytes).context("Step 5: allocate the receive buffer")?;
+    let send_window = Window::register(&comm, &send, NCCL_WIN_COLL_SYMMETRIC)
+        .context("Step 5: register the send window")?;
+    let recv_window = Window::register(&comm, &recv, NCCL_WIN_COLL_SYMMETRIC)
+        .context("Step 5: register the receive window")?;
+
+    // Step 6: Fill the send buffer with this rank's id.
+    send.upload(&vec![rank as f32; COUNT], &stream)
+        .context("Step 6: fill the send buffer")?;
+    ctx.println_ordered(format!("  Rank {rank} initialized data with value {rank}"))?;
+
+    // Step 7: Create the device communicator with one LSA barrier per block (ncclDevCommCreate, through the shim).
+    // NOTE: collective, like the window registration. The device communicator
+    // is a plain struct the kernel takes by value; its barriers live in memory
+    // NCCL allocated for this communicator.
+    let dev_comm = DevComm::create(&shim, &comm, BLOCKS).context("Step 7: ncclDevCommCreate")?;
+    ctx.println_ordered(format!(
+        "  Rank {rank} created device communicator with {BLOCKS} LSA barriers"
+    ))?;
+
+    // Step 8: Launch the kernel: 16 blocks of 512 threads, the device communicator passed by value.
+    // cuLaunchKernel takes one pointer per kernel parameter and copies as many
+    // bytes as the parameter's type has, so the devComm bytes travel by value.
+    // NOTE: the host copy in Step 6 and the kernel share `stream`, so the send
+    // buffer is filled before the kernel starts; other ranks' buffers are
+    // ordered by the kernel's first (acquire) barrier.
+    let expected = (size * (size - 1) / 2) as f32;
+    ctx.println_root(format!(
+        "Starting AllReduce with {COUNT} elements ({} MB) using Device API",
+        bytes >> 20
+    ));
+    ctx.println_root(format!(
+        "Expected result: sum of ranks 0 to {} = {expected} per element",
+        size - 1
+    ));
+    let (mut send_win, mut recv_win) = (send_window.as_raw(), recv_window.as_raw());
+    let (mut send_offset, mut recv_offset, mut count) = (0usize, 0usize, COUNT);
+    let mut params: [*mut c_void; 6] = [
+        (&mut send_win as *mut sys::ncclWindow_t).cast(),
+        (&mut send_offset as *mut usize).cast(),
+        (&mut recv_win as *mut sys::ncclWindow_t).cast(),
+        (&mut recv_offset as *mut usize).cast(),
+        (&mut count as *mut usize).cast(),
+        dev_comm.as_kernel_arg(),
+    ];
+    // SAFETY: the parameters match the kernel's signature (window, size_t,
+    // window, size_t, size_t, ncclDevComm) and outlive the launch call.
+    unsafe {
+        cu::launch_kernel(
+            kernel,
+            (BLOCKS, 1, 1),
+            (THREADS, 1, 1),
+            0,
+            stream.cu_stream(),
+            &mut params,
+        )
+    }
+    .context("Step 8: cuLaunchKernel")?;
+    stream
+        .synchronize()
+        .context("Step 8: wait for the kernel")?;
+    ctx.println_ordered(format!(
+        "  Rank {rank} completed AllReduce kernel execution"
+    ))?;
+
+    // Step 9: Verify every element on every rank against 0 + 1 + ... + (n-1).
+    let mut result = vec![0f32; COUNT];
+    recv.download(&mut result, &stream)
+        .context("Step 9: copy the result to the host")?;
+    ctx.all_ok(check_all("receive buffer", &result, |_| expected).context("Step 9: verify"))?;
+    ctx.println_root("AllReduce completed. Result verification: PASSED");
+    ctx.println_root(format!(
+        "All elements correctly sum to {expected} (ranks 0-{})",
+        size - 1
+    ));
+
+    // Step 10: Destroy the device communicator, deregister the windows, free the buffers, destroy the communicator.
+    dev_comm.destroy().context("Step 10: ncclDevCommDestroy")?;
+    send_window
+        .deregister()
+        .context("Step 10: deregister the send window")?;
+    recv_window
+        .deregister()
+        .context("Step 10: deregister the receive window")?;
+    send.free().context("Step 10: free the send buffer")?;
+    recv.free().context("Step 10: free the receive buffer")?;
+    comm.destroy()
+        .context("Step 10: destroy the communicator")?;
+    drop(module);
+    Ok(())
+}
+
+/// Everything the build depends on: nvcc, the headers of the loaded NCCL (of
+/// the same release), and this GPU's architecture.
+fn build_target(major: i32, minor: i32) -> Result<Target> {
+    let env = Env::from_process();
+    let nccl = loaded_nccl()?;
+    let nvcc = find_nvcc(&env)?;
+    let include = find_nccl_headers(&env, &nccl.path)?;
+    check_same_release(
+        header_version(&include)?,
+        &include,
+        nccl.version,
+        &nccl.path,
+    )?;
+    Ok(Target {
+        arch: format!("sm_{major}{minor}"),
+        nvcc_version: kernel_build::nvcc_version(&nvcc)?,
+        nvcc,
+        include,
+        nccl: nccl.version,
+        library: nccl.path,
+        threads: THREADS,
+    })
+}
+
+/// A loaded CUDA module, unloaded on drop.
+struct Module(cu_sys::CUmodule);
+
+impl Drop for Module {
+    fn drop(&mut self) {
+        // SAFETY: loaded in Step 3 and not used after this.
+        if let Err(err) = unsafe { cu::module::unload(self.0) } {
+            eprintln!("warning: cleanup: cuModuleUnload: {err}");
+        }
+    }
+}

@@ -1,0 +1,97 @@
+//! Lesson 05's tests. CPU tests run everywhere (the build logic has unit tests
+//! in `src/kernel_build.rs`); the GPU tests are ignored by default:
+//! `cargo test -- --include-ignored` on a machine with 2 GPUs, nvcc and the
+//! NCCL headers (`GPU_TEST_RANKS=4` for 4). In an MPI build the GPU tests
+//! launch the lesson with mpirun.
+
+use std::time::Duration;
+
+use common::testing::{gpu_ranks, run_with_timeout, LessonUnderTest};
+
+fn lesson() -> LessonUnderTest {
+    LessonUnderTest::new(
+        "05_device_lsa",
+        env!("CARGO_BIN_EXE_05_device_lsa"),
+        env!("CARGO_MANIFEST_DIR"),
+    )
+}
+
+/// Runs the lesson on the test's GPUs with extra environment; returns (exit code, stdout, stderr).
+fn run_with_env(vars: &[(&str, &std::path::Path)]) -> (Option<i32>, String, String) {
+    let lesson = lesson();
+    let mut cmd = lesson.command(gpu_ranks());
+    for (name, value) in vars {
+        cmd.env(name, value);
+    }
+    let out = run_with_timeout(&mut cmd, Duration::from_secs(300));
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    (out.status.code(), text(&out.stdout), text(&out.stderr))
+}
+
+#[test]
+fn readme_walkthrough_matches_the_step_comments() {
+    lesson().assert_walkthrough_matches_source();
+}
+
+#[test]
+fn without_a_gpu_it_exits_2_and_says_why() {
+    lesson().assert_exits_2_without_a_gpu();
+}
+
+#[test]
+#[ignore = "needs 2 GPUs and nvcc"]
+fn transcript_matches_the_readme() {
+    lesson().assert_transcript(gpu_ranks(), &[]);
+}
+
+#[test]
+#[ignore = "needs 2 GPUs and nvcc"]
+fn the_second_run_reuses_the_cached_build() {
+    let cache = tempfile::tempdir().unwrap();
+    let (code, _, stderr) = run_with_env(&[("XDG_CACHE_HOME", cache.path())]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(
+        stderr.contains("note: kernel and shim compiled with nvcc in"),
+        "{stderr}"
+    );
+    let (code, _, stderr) = run_with_env(&[("XDG_CACHE_HOME", cache.path())]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(
+        stderr.contains("note: kernel and shim reused from the cache in"),
+        "{stderr}"
+    );
+}
+
+#[test]
+#[ignore = "needs 2 GPUs"]
+fn headers_of_another_release_are_refused() {
+    let fake = tempfile::tempdir().unwrap();
+    std::fs::create_dir(fake.path().join("include")).unwrap();
+    std::fs::write(
+        fake.path().join("include/nccl.h"),
+        "#define NCCL_MAJOR 2\n#define NCCL_MINOR 99\n#define NCCL_PATCH 0\n",
+    )
+    .unwrap();
+    std::fs::write(fake.path().join("include/nccl_device.h"), "").unwrap();
+    let (code, _, stderr) = run_with_env(&[("NCCL_HOME", fake.path())]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("the NCCL headers are 2.99.0"), "{stderr}");
+    assert!(stderr.contains("but the loaded library is"), "{stderr}");
+}
+
+#[test]
+#[ignore = "needs 2 GPUs"]
+fn a_missing_nvcc_is_refused() {
+    let (code, _, stderr) = run_with_env(&[("NVCC", std::path::Path::new("/nonexistent/nvcc"))]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains("nvcc not found: NVCC=/nonexistent/nvcc does not exist"),
+        "{stderr}"
+    );
+}
+
+#[test]
+#[ignore = "needs 2 GPUs"]
+fn more_ranks_than_gpus_exits_2() {
+    lesson().assert_more_ranks_than_gpus_exits_2();
+}
