@@ -209,9 +209,12 @@ impl Target {
             "-shared".into(),
             "-Xcompiler".into(),
             "-fPIC".into(),
-            // The shim makes no CUDA runtime calls: without this nvcc would link
-            // a second, static copy of the runtime into it.
+            // The shim has no device code and makes no CUDA runtime calls:
+            // compile it as plain C++ (the NCCL headers allow that) and link no
+            // runtime, instead of a second, static copy of it.
             "-cudart=none".into(),
+            "-x".into(),
+            "c++".into(),
             format!("-I{}", self.include.display()),
             format!("-L{}", dir.display()),
             format!("-l:{file}"),

@@ -66,8 +66,13 @@ impl Shim {
         // the symbols are the extern "C" functions of devcomm_shim.cu, with
         // the signatures declared above.
         unsafe {
-            let library = libloading::Library::new(path)
-                .with_context(|| format!("dlopen {}", path.display()))?;
+            // RTLD_NOW: a shim that needs a symbol nobody provides fails here,
+            // with the loader's message, instead of killing the process later.
+            let flags = libloading::os::unix::RTLD_NOW | libloading::os::unix::RTLD_LOCAL;
+            let library: libloading::Library =
+                libloading::os::unix::Library::open(Some(path), flags)
+                    .with_context(|| format!("dlopen {}", path.display()))?
+                    .into();
             let header_version: VersionFn = *library.get(b"devcomm_shim_header_version\0")?;
             let size: SizeFn = *library.get(b"devcomm_shim_size\0")?;
             let align: SizeFn = *library.get(b"devcomm_shim_align\0")?;
