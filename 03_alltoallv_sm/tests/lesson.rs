@@ -8,13 +8,7 @@ use std::time::Duration;
 
 use common::testing::{binary, gpu_ranks, run_with_timeout, LessonUnderTest};
 
-fn lesson() -> LessonUnderTest {
-    LessonUnderTest::new(
-        "03_alltoallv_sm",
-        env!("CARGO_BIN_EXE_03_alltoallv_sm"),
-        env!("CARGO_MANIFEST_DIR"),
-    )
-}
+common::lesson_tests!("03_alltoallv_sm");
 
 /// Runs the lesson with `--base-count <value>`; returns (exit code, stderr).
 fn with_base_count(value: &str) -> (Option<i32>, String) {
@@ -26,16 +20,6 @@ fn with_base_count(value: &str) -> (Option<i32>, String) {
         out.status.code(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
-}
-
-#[test]
-fn readme_walkthrough_matches_the_step_comments() {
-    lesson().assert_walkthrough_matches_source();
-}
-
-#[test]
-fn without_a_gpu_it_exits_2_and_says_why() {
-    lesson().assert_exits_2_without_a_gpu();
 }
 
 #[test]
@@ -66,18 +50,6 @@ fn base_count_beyond_the_encoding_is_refused() {
         stderr.contains("the most one block can index (32 bits)"),
         "{stderr}"
     );
-}
-
-#[test]
-#[ignore = "needs 2 GPUs"]
-fn transcript_matches_the_readme() {
-    lesson().assert_transcript(gpu_ranks(), &[]);
-}
-
-#[test]
-#[ignore = "needs 2 GPUs"]
-fn more_ranks_than_gpus_exits_2() {
-    lesson().assert_more_ranks_than_gpus_exits_2();
 }
 
 #[test]

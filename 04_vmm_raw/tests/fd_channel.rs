@@ -7,7 +7,7 @@
 use std::process::Output;
 use std::time::Duration;
 
-use common::testing::{binary, run_with_timeout};
+use common::testing::{binary, describe, run_with_timeout};
 
 fn check() -> std::path::PathBuf {
     binary(
@@ -18,15 +18,6 @@ fn check() -> std::path::PathBuf {
 
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
-}
-
-fn describe(out: &Output) -> String {
-    format!(
-        "status {:?}\n--- stdout\n{}--- stderr\n{}",
-        out.status.code(),
-        text(&out.stdout),
-        text(&out.stderr)
-    )
 }
 
 /// The output of a successful check with `ranks` ranks, after the launch line.

@@ -9,27 +9,12 @@ use std::path::Path;
 use std::process::{Command, Output};
 use std::time::Duration;
 
-use common::testing::{gpu_ranks, keep_multicast_off, mpirun, run_with_timeout, LessonUnderTest};
+use common::testing::{describe, gpu_ranks, keep_multicast_off, mpirun, run_with_timeout};
 
-fn lesson() -> LessonUnderTest {
-    LessonUnderTest::new(
-        "04_vmm_raw",
-        env!("CARGO_BIN_EXE_04_vmm_raw"),
-        env!("CARGO_MANIFEST_DIR"),
-    )
-}
+common::lesson_tests!("04_vmm_raw");
 
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
-}
-
-fn describe(out: &Output) -> String {
-    format!(
-        "status {:?}\n--- stdout\n{}--- stderr\n{}",
-        out.status.code(),
-        text(&out.stdout),
-        text(&out.stderr)
-    )
 }
 
 /// The lesson binary run directly (no mpirun, no NTHREADS): for usage errors,
@@ -43,11 +28,6 @@ fn run_directly(args: &[&str], env: &[(&str, &str)]) -> Output {
         cmd.env(key, value);
     }
     run_with_timeout(&mut cmd, Duration::from_secs(60))
-}
-
-#[test]
-fn readme_walkthrough_matches_the_step_comments() {
-    lesson().assert_walkthrough_matches_source();
 }
 
 #[test]
@@ -87,11 +67,6 @@ fn readme_has_a_transcript_for_two_ranks() {
 }
 
 #[test]
-fn without_a_gpu_it_exits_2_and_says_why() {
-    lesson().assert_exits_2_without_a_gpu();
-}
-
-#[test]
 fn a_zero_size_is_a_usage_error() {
     let out = run_directly(&["--size-bytes", "0"], &[]);
     assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
@@ -128,18 +103,6 @@ fn help_documents_the_size_and_its_variable() {
     assert!(help.contains("--size-bytes <BYTES>"), "{help}");
     assert!(help.contains("[env: VMM_SIZE_BYTES"), "{help}");
     assert!(help.contains("[default: 2097152]"), "{help}");
-}
-
-#[test]
-#[ignore = "needs 2 GPUs"]
-fn transcript_matches_the_readme() {
-    lesson().assert_transcript(gpu_ranks(), &[]);
-}
-
-#[test]
-#[ignore = "needs 2 GPUs"]
-fn more_ranks_than_gpus_exits_2() {
-    lesson().assert_more_ranks_than_gpus_exits_2();
 }
 
 #[test]

@@ -6,15 +6,9 @@
 
 use std::time::Duration;
 
-use common::testing::{gpu_ranks, run_with_timeout, LessonUnderTest};
+use common::testing::{gpu_ranks, run_with_timeout};
 
-fn lesson() -> LessonUnderTest {
-    LessonUnderTest::new(
-        "05_device_lsa",
-        env!("CARGO_BIN_EXE_05_device_lsa"),
-        env!("CARGO_MANIFEST_DIR"),
-    )
-}
+common::lesson_tests!("05_device_lsa");
 
 /// Runs the lesson on the test's GPUs with extra environment; returns (exit code, stdout, stderr).
 fn run_with_env(vars: &[(&str, &std::path::Path)]) -> (Option<i32>, String, String) {
@@ -26,22 +20,6 @@ fn run_with_env(vars: &[(&str, &std::path::Path)]) -> (Option<i32>, String, Stri
     let out = run_with_timeout(&mut cmd, Duration::from_secs(300));
     let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
     (out.status.code(), text(&out.stdout), text(&out.stderr))
-}
-
-#[test]
-fn readme_walkthrough_matches_the_step_comments() {
-    lesson().assert_walkthrough_matches_source();
-}
-
-#[test]
-fn without_a_gpu_it_exits_2_and_says_why() {
-    lesson().assert_exits_2_without_a_gpu();
-}
-
-#[test]
-#[ignore = "needs 2 GPUs and nvcc"]
-fn transcript_matches_the_readme() {
-    lesson().assert_transcript(gpu_ranks(), &[]);
 }
 
 #[test]
@@ -88,10 +66,4 @@ fn a_missing_nvcc_is_refused() {
         stderr.contains("nvcc not found: NVCC=/nonexistent/nvcc does not exist"),
         "{stderr}"
     );
-}
-
-#[test]
-#[ignore = "needs 2 GPUs"]
-fn more_ranks_than_gpus_exits_2() {
-    lesson().assert_more_ranks_than_gpus_exits_2();
 }

@@ -243,6 +243,58 @@ pub fn build_fake_nccl(dir: &Path, name: &str, version_code: u32) -> PathBuf {
     output
 }
 
+/// An `Output` in full, for assertion messages: exit status, stdout, stderr.
+pub fn describe(out: &Output) -> String {
+    format!(
+        "status {:?}\n--- stdout\n{}--- stderr\n{}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// The tests every lesson has, for the lesson binary `$name` of the calling
+/// crate, and the `lesson()` they use (for the crate's own further tests):
+///
+/// * the README's walk-through equals the `// Step N:` comments;
+/// * without a usable GPU the lesson exits 2 and says why;
+/// * (ignored, needs 2 GPUs) its output equals the README's transcript for
+///   `GPU_TEST_RANKS` ranks, and more ranks than GPUs exits 2.
+#[macro_export]
+macro_rules! lesson_tests {
+    ($name:literal) => {
+        fn lesson() -> $crate::testing::LessonUnderTest {
+            $crate::testing::LessonUnderTest::new(
+                $name,
+                env!(concat!("CARGO_BIN_EXE_", $name)),
+                env!("CARGO_MANIFEST_DIR"),
+            )
+        }
+
+        #[test]
+        fn readme_walkthrough_matches_the_step_comments() {
+            lesson().assert_walkthrough_matches_source();
+        }
+
+        #[test]
+        fn without_a_gpu_it_exits_2_and_says_why() {
+            lesson().assert_exits_2_without_a_gpu();
+        }
+
+        #[test]
+        #[ignore = "needs 2 GPUs"]
+        fn transcript_matches_the_readme() {
+            lesson().assert_transcript($crate::testing::gpu_ranks(), &[]);
+        }
+
+        #[test]
+        #[ignore = "needs 2 GPUs"]
+        fn more_ranks_than_gpus_exits_2() {
+            lesson().assert_more_ranks_than_gpus_exits_2();
+        }
+    };
+}
+
 /// A lesson binary and its crate, for the tests every lesson shares.
 pub struct LessonUnderTest {
     pub name: &'static str,

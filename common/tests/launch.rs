@@ -4,7 +4,7 @@
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-use common::testing::{binary, run_with_timeout};
+use common::testing::{binary, describe, run_with_timeout};
 
 fn probe() -> std::path::PathBuf {
     binary("launch-probe", env!("CARGO_BIN_EXE_launch-probe"))
@@ -12,15 +12,6 @@ fn probe() -> std::path::PathBuf {
 
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
-}
-
-fn describe(out: &Output) -> String {
-    format!(
-        "status {:?}\n--- stdout\n{}--- stderr\n{}",
-        out.status.code(),
-        text(&out.stdout),
-        text(&out.stderr)
-    )
 }
 
 /// Lines of stderr that report a rank's error.
