@@ -73,11 +73,6 @@ pub(crate) fn find_cannot_run(err: &anyhow::Error) -> Option<&CannotRun> {
     err.chain().find_map(|e| e.downcast_ref::<CannotRun>())
 }
 
-#[cfg_attr(feature = "mpi", allow(dead_code))]
-pub(crate) fn is_peer_failure(err: &anyhow::Error) -> bool {
-    err.chain().any(|e| e.is::<PeerFailed>())
-}
-
 /// `error: <context chain>` and, for a [`CannotRun`], the fix on the next line.
 pub(crate) fn render(prefix: &str, err: &anyhow::Error) -> String {
     let mut text = format!("{prefix}error: {err:#}");
@@ -141,16 +136,6 @@ mod tests {
         assert_eq!(
             render("[rank 0/4] ", &err),
             "[rank 0/4] error: launch: only 2 GPUs are visible\n  fix: set NTHREADS=2\n       or make more GPUs visible"
-        );
-    }
-
-    #[test]
-    fn peer_failure_is_recognised_through_context() {
-        let err = anyhow::Error::new(PeerFailed { ranks: vec![1, 3] }).context("barrier");
-        assert!(is_peer_failure(&err));
-        assert_eq!(
-            format!("{err:#}"),
-            "barrier: stopped because rank 1, 3 failed"
         );
     }
 }

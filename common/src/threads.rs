@@ -18,8 +18,7 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, Result};
 
 use crate::error::{
-    exit_code, flush_and_exit, is_peer_failure, panic_message, render, PeerFailed, EXIT_FAILED,
-    EXIT_OK,
+    exit_code, flush_and_exit, panic_message, render, PeerFailed, EXIT_FAILED, EXIT_OK,
 };
 use crate::rank::{Backend, RankContext, Reported};
 
@@ -204,6 +203,11 @@ where
     })
 }
 
+/// Did this rank stop only because another one failed?
+fn is_peer_failure(err: &anyhow::Error) -> bool {
+    err.chain().any(|e| e.is::<PeerFailed>())
+}
+
 /// Prints the errors of the ranks that failed first, in rank order, and
 /// returns the exit code of the run.
 fn report_outcomes(outcomes: &[Option<Outcome>]) -> u8 {
@@ -237,6 +241,16 @@ fn report_outcomes(outcomes: &[Option<Outcome>]) -> u8 {
 mod tests {
     use super::*;
     use std::sync::atomic::{AtomicUsize, Ordering};
+
+    #[test]
+    fn peer_failure_is_recognised_through_context() {
+        let err = anyhow::Error::new(PeerFailed { ranks: vec![1, 3] }).context("barrier");
+        assert!(is_peer_failure(&err));
+        assert_eq!(
+            format!("{err:#}"),
+            "barrier: stopped because rank 1, 3 failed"
+        );
+    }
 
     #[test]
     fn every_rank_sees_roots_broadcast() {
