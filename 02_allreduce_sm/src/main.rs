@@ -1,8 +1,9 @@
 //! # Lesson 02: AllReduce over symmetric memory windows
 //!
-//! Lesson 01 again, with one change: the buffers are registered as
-//! *symmetric windows* (`ncclCommWindowRegister` with
-//! `NCCL_WIN_COLL_SYMMETRIC`) instead of with `ncclCommRegister`.
+//! Lesson 01 again, with one change and its teardown: the buffers are
+//! registered as *symmetric windows* (`ncclCommWindowRegister` with
+//! `NCCL_WIN_COLL_SYMMETRIC`) instead of with `ncclCommRegister` (Step 4), and
+//! deregistered with `ncclCommWindowDeregister` (Step 8).
 //!
 //! Why it matters: a window registration is collective. Every rank registers
 //! a buffer of the same size, and NCCL maps all of them into one address range
@@ -86,7 +87,8 @@ fn allreduce_sm(ctx: &RankContext, _: &NoArgs) -> Result<()> {
     // and the call returns when all have. A thread that drives several
     // communicators must wrap the calls in ncclGroupStart/End or it deadlocks
     // waiting for itself. A NULL window means no symmetric support: the guard
-    // turns it into a "cannot run here" error that says why.
+    // turns it into a "cannot run here" error that says why. (NCCL 2.28 may
+    // instead return a usable non-symmetric window: see the README.)
     let send_window = Window::register(&comm, &send, NCCL_WIN_COLL_SYMMETRIC)
         .context("Step 4: register the send window")?;
     let recv_window = Window::register(&comm, &recv, NCCL_WIN_COLL_SYMMETRIC)

@@ -294,8 +294,10 @@ impl<'a> Window<'a> {
     /// `ncclCommWindowRegister(comm, buff, size, &win, flags)`. Collective:
     /// every rank calls it with a buffer of the same size, in the same order.
     ///
-    /// NCCL returns success and a NULL window when the communicator cannot use
-    /// symmetric memory; that becomes a "cannot run here" error that says why.
+    /// NCCL (2.29+, or 2.28 with cuMem off) returns success and a NULL window
+    /// when the communicator cannot use symmetric memory; that becomes a
+    /// "cannot run here" error that says why. NCCL 2.28 with cuMem on may
+    /// return a non-NULL window instead (lesson 02's README has the details).
     pub fn register(comm: &'a Communicator, buffer: &'a NcclBuffer, flags: c_int) -> Result<Self> {
         let mut raw = ptr::null_mut();
         // SAFETY: the buffer and communicator outlive the window ('a).

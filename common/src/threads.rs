@@ -185,22 +185,30 @@ where
         }
 
         let code = report_outcomes(&outcomes);
-        let stuck: Vec<String> = outcomes
-            .iter()
-            .enumerate()
-            .filter(|(_, o)| o.is_none())
-            .map(|(rank, _)| rank.to_string())
-            .collect();
+        let stuck: Vec<usize> = (0..size).filter(|&rank| outcomes[rank].is_none()).collect();
         if !stuck.is_empty() {
             eprintln!(
-                "note: rank {} did not stop within {} s of the failure (blocked inside NCCL or CUDA, waiting for a peer that has stopped); exiting without it",
-                stuck.join(", "),
-                ABANDON_AFTER.as_secs()
+                "note: {} did not stop within {} s of the failure (blocked inside NCCL or CUDA, waiting for a peer that has stopped); exiting without {}",
+                ranks_text(&stuck),
+                ABANDON_AFTER.as_secs(),
+                if stuck.len() == 1 { "it" } else { "them" }
             );
             flush_and_exit(code);
         }
         code
     })
+}
+
+/// `rank 2`, `ranks 0 and 1`, `ranks 0, 1 and 3`.
+fn ranks_text(ranks: &[usize]) -> String {
+    match ranks {
+        [one] => format!("rank {one}"),
+        [rest @ .., last] => {
+            let rest: Vec<String> = rest.iter().map(usize::to_string).collect();
+            format!("ranks {} and {last}", rest.join(", "))
+        }
+        [] => "no rank".into(),
+    }
 }
 
 /// Did this rank stop only because another one failed?
@@ -250,6 +258,13 @@ mod tests {
             format!("{err:#}"),
             "barrier: stopped because rank 1, 3 failed"
         );
+    }
+
+    #[test]
+    fn rank_lists_read_as_english() {
+        assert_eq!(ranks_text(&[2]), "rank 2");
+        assert_eq!(ranks_text(&[0, 1]), "ranks 0 and 1");
+        assert_eq!(ranks_text(&[0, 1, 3]), "ranks 0, 1 and 3");
     }
 
     #[test]

@@ -106,7 +106,7 @@ mod threads {
             describe(&out)
         );
         assert!(
-            text(&out.stderr).contains("rank 0, 1 did not stop within 3 s"),
+            text(&out.stderr).contains("ranks 0 and 1 did not stop within 3 s of the failure"),
             "{}",
             describe(&out)
         );
