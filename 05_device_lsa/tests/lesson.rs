@@ -67,3 +67,18 @@ fn a_missing_nvcc_is_refused() {
         "{stderr}"
     );
 }
+
+#[test]
+#[ignore = "needs 1 GPU"]
+fn one_rank_has_no_symmetric_memory_and_exits_2() {
+    // NCCL 2.28 gives a single-rank communicator no symmetric support, so
+    // ncclDevCommCreate refuses it; that is the system's limit (exit 2).
+    let out = lesson().run(1, &[], Duration::from_secs(300));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("Communicator does not support symmetric memory"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("use NTHREADS=2 or more"), "{stderr}");
+}
