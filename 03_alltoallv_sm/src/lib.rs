@@ -29,6 +29,15 @@ pub fn send_counts(base: usize, ranks: usize) -> Vec<usize> {
         .collect()
 }
 
+/// The count matrix that Step 4's allgather delivers when every rank sends
+/// `send_counts(base, ranks)`: row = source, column = destination.
+pub fn count_matrix(base: usize, ranks: usize) -> Vec<u64> {
+    (0..ranks)
+        .flat_map(|_| send_counts(base, ranks))
+        .map(|c| c as u64)
+        .collect()
+}
+
 /// Where each block starts: the exclusive prefix sum of `counts`.
 pub fn displacements(counts: &[usize]) -> Vec<usize> {
     counts
@@ -309,14 +318,6 @@ pub unsafe fn alltoallv(
 mod tests {
     use super::*;
 
-    /// The count matrix the allgather of the counts produces.
-    fn matrix(base: usize, ranks: usize) -> Vec<u64> {
-        (0..ranks)
-            .flat_map(|_| send_counts(base, ranks))
-            .map(|c| c as u64)
-            .collect()
-    }
-
     fn bases() -> impl Iterator<Item = usize> {
         (1..=70).chain([127, 128, 129, 1000, 1023, 1024, 1025, 4096, 65_535, 1 << 20])
     }
@@ -377,7 +378,7 @@ mod tests {
     fn receive_side_is_derived_from_the_gathered_matrix() {
         for ranks in 1..=8 {
             for base in bases() {
-                let m = matrix(base, ranks);
+                let m = count_matrix(base, ranks);
                 let counts = send_counts(base, ranks);
                 for rank in 0..ranks {
                     let plan = Plan::from_matrix(&m, ranks, rank).unwrap();
@@ -406,7 +407,8 @@ mod tests {
 
     #[test]
     fn totals_for_the_default_pattern() {
-        let plan = |ranks, rank| Plan::from_matrix(&matrix(1024, ranks), ranks, rank).unwrap();
+        let plan =
+            |ranks, rank| Plan::from_matrix(&count_matrix(1024, ranks), ranks, rank).unwrap();
         assert_eq!(
             (plan(2, 0).send_total(), plan(2, 0).recv_total()),
             (1536, 2048)

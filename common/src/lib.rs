@@ -39,10 +39,3 @@ pub use error::{exit_code, CannotRun, PeerFailed, EXIT_CANNOT_RUN, EXIT_FAILED, 
 pub use launch::{run, Lesson, Needs};
 pub use preflight::NcclVersion;
 pub use rank::RankContext;
-
-/// The launch mode this binary was built for.
-pub const MODE: &str = if cfg!(feature = "mpi") {
-    "mpi"
-} else {
-    "threads"
-};

@@ -3,7 +3,7 @@
 use std::fmt::{self, Display};
 use std::io::Write;
 
-use anyhow::{bail, Result};
+use anyhow::Result;
 
 use crate::error::{exit_code, render, EXIT_CANNOT_RUN, EXIT_FAILED};
 
@@ -181,17 +181,5 @@ impl<'a> RankContext<'a> {
     /// `[rank r/n] `: the prefix of this rank's error lines.
     pub fn prefix(&self) -> String {
         format!("[rank {}/{}] ", self.rank, self.size)
-    }
-
-    /// Fails unless this run has at least `n` ranks, with a message that says
-    /// how to get them.
-    pub fn require_ranks(&self, n: usize) -> Result<()> {
-        if self.size < n {
-            bail!(crate::CannotRun::new(
-                format!("this lesson needs at least {n} ranks, and this run has {}", self.size),
-                format!("run with NTHREADS={n} (threads) or mpirun -np {n} (MPI) on a machine with {n} GPUs"),
-            ));
-        }
-        Ok(())
     }
 }

@@ -25,7 +25,7 @@
 
 use std::process::ExitCode;
 
-use alltoallv_sm::{alltoallv, send_counts, send_data, Element, Plan, UNTOUCHED};
+use alltoallv_sm::{alltoallv, count_matrix, send_counts, send_data, Element, Plan, UNTOUCHED};
 use anyhow::{bail, Context, Result};
 use common::bench::{gb_per_s, size_label, slowest_rank, time_per_op, Collective};
 use common::nccl::{
@@ -129,7 +129,7 @@ fn bench(ctx: &RankContext, args: &Args) -> Result<()> {
         sizes.push(next);
     }
     let bases: Vec<usize> = sizes.iter().map(|&bytes| base_for(bytes, size)).collect();
-    let largest = Plan::from_matrix(&matrix(*bases.last().unwrap_or(&1), size), size, rank)?;
+    let largest = Plan::from_matrix(&count_matrix(*bases.last().unwrap_or(&1), size), size, rank)?;
 
     let gpu = CudaContext::new(ctx.device()).context("bind the GPU")?;
     let stream = gpu.new_stream().context("create a stream")?;
@@ -224,14 +224,6 @@ fn median(values: &mut [f64]) -> f64 {
     values[(values.len() - 1) / 2]
 }
 
-/// Every rank's counts, as the lesson's allgather would deliver them.
-fn matrix(base: usize, ranks: usize) -> Vec<u64> {
-    (0..ranks)
-        .flat_map(|_| send_counts(base, ranks))
-        .map(|c| c as u64)
-        .collect()
-}
-
 /// Times every size once with the buffers as they are registered now.
 #[allow(clippy::too_many_arguments)]
 fn sweep(
@@ -246,7 +238,7 @@ fn sweep(
     let (rank, size) = (ctx.rank(), ctx.size());
     let mut samples = Vec::new();
     for &base in bases {
-        let plan = Plan::from_matrix(&matrix(base, size), size, rank)?;
+        let plan = Plan::from_matrix(&count_matrix(base, size), size, rank)?;
         send.upload(&send_data(rank, &plan.send_counts), stream)?;
         // SAFETY: the receive buffer holds the largest plan's capacity.
         unsafe {
