@@ -36,6 +36,15 @@ pub mod verify;
 
 pub use cli::{LaunchArgs, NoArgs};
 pub use error::{exit_code, CannotRun, PeerFailed, EXIT_CANNOT_RUN, EXIT_FAILED, EXIT_OK};
-pub use launch::{run, Lesson, Needs};
+pub use launch::{run, run_checked, Lesson, Needs};
 pub use preflight::NcclVersion;
 pub use rank::RankContext;
+
+/// How this build starts its ranks: `"threads"` (default) or `"mpi"`.
+pub fn launch_mode() -> &'static str {
+    if cfg!(feature = "mpi") {
+        "mpi"
+    } else {
+        "threads"
+    }
+}
