@@ -6,7 +6,7 @@
 use std::process::Command;
 use std::time::Duration;
 
-use common::testing::{binary, gpu_ranks, run_with_timeout, LessonUnderTest};
+use common::testing::{gpu_ranks, run_with_timeout};
 
 common::lesson_tests!("03_alltoallv_sm");
 
@@ -73,32 +73,23 @@ fn buffers_larger_than_the_gpu_exit_2() {
 #[test]
 #[ignore = "needs 2 GPUs"]
 fn benchmark_runs_and_finds_no_wrong_element() {
-    let bench = LessonUnderTest {
-        binary: binary(
-            "03_alltoallv_bench",
-            env!("CARGO_BIN_EXE_03_alltoallv_bench"),
-        ),
-        ..lesson()
-    };
-    let out = bench.run(
+    let bench = lesson().sibling(
+        "03_alltoallv_bench",
+        env!("CARGO_BIN_EXE_03_alltoallv_bench"),
+    );
+    // 1K..1M by 2: 11 sizes, in the three registration modes.
+    bench.assert_benchmark_clean(
         gpu_ranks(),
-        &["--min-bytes", "1K", "--max-bytes", "1M", "--iters", "3"],
-        Duration::from_secs(300),
+        &[
+            "-b", "1K", "-e", "1M", "-n", "3", "-w", "1", "--trials", "2",
+        ],
+        3,
+        11,
     );
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
+    bench.assert_benchmark_clean(
+        gpu_ranks(),
+        &["-b", "64K", "-e", "1M", "-n", "3", "--unaligned", "-R", "2"],
+        1,
+        5,
     );
-    let rows: Vec<&str> = stdout
-        .lines()
-        .filter(|l| !l.starts_with('#') && l.trim_start().starts_with(|c: char| c.is_ascii_digit()))
-        .collect();
-    assert_eq!(rows.len(), 11, "1K..1M by 2: {stdout}");
-    for row in rows {
-        let wrong: Vec<&str> = row.split_whitespace().skip(3).skip(3).step_by(4).collect();
-        assert_eq!(wrong, vec!["0", "0", "0"], "{row}");
-    }
 }
