@@ -22,6 +22,11 @@ pub const KERNEL_SOURCE: &str = include_str!("../kernels/allreduce_lsa.cu");
 pub const SHIM_SOURCE: &str = include_str!("../kernels/devcomm_shim.cu");
 /// The kernel's entry point (declared `extern "C"` in the source).
 pub const KERNEL_NAME: &str = "allreduce_lsa";
+/// The fast kernels (`--kernel fast`), also compiled in as source.
+pub const FAST_SOURCE: &str = include_str!("../kernels/allreduce_lsa_fast.cu");
+/// 8-byte units one block of the fast one-shot kernel carries: its LL
+/// staging buffer is sized for this, and the kernel is compiled with it.
+pub const LL_UNITS_PER_BLOCK: u32 = 2048;
 
 /// The environment variables that steer the search, captured once so that the
 /// search is a pure function the tests can drive.
@@ -193,6 +198,7 @@ impl Target {
             format!("-arch={}", self.arch),
             "-cubin".into(),
             format!("-DALLREDUCE_THREADS={}", self.threads),
+            format!("-DLL_UNITS_PER_BLOCK={LL_UNITS_PER_BLOCK}"),
             format!("-I{}", self.include.display()),
         ]
     }
@@ -227,6 +233,7 @@ impl Target {
         let mut hash = Sha256::new();
         for part in [
             KERNEL_SOURCE,
+            FAST_SOURCE,
             SHIM_SOURCE,
             &self.nvcc_version,
             &self.nccl.to_string(),
@@ -261,6 +268,8 @@ pub fn cache_root(env: &Env) -> PathBuf {
 #[derive(Debug, Clone)]
 pub struct Built {
     pub cubin: PathBuf,
+    /// The fast kernels' module.
+    pub fast_cubin: PathBuf,
     pub shim: PathBuf,
     /// False if the cache already held this build.
     pub compiled: bool,
@@ -272,9 +281,11 @@ pub fn build_or_reuse(target: &Target, cache_root: &Path) -> Result<Built> {
     let start = Instant::now();
     let dir = cache_root.join(target.cache_key());
     let (cubin, shim) = (dir.join("allreduce_lsa.cubin"), dir.join("devcomm_shim.so"));
-    if cubin.is_file() && shim.is_file() {
+    let fast_cubin = dir.join("allreduce_lsa_fast.cubin");
+    if cubin.is_file() && fast_cubin.is_file() && shim.is_file() {
         return Ok(Built {
             cubin,
+            fast_cubin,
             shim,
             compiled: false,
             seconds: start.elapsed().as_secs_f64(),
@@ -287,12 +298,20 @@ pub fn build_or_reuse(target: &Target, cache_root: &Path) -> Result<Built> {
     let work = tempfile_dir(cache_root)?;
     std::fs::write(work.join("allreduce_lsa.cu"), KERNEL_SOURCE)?;
     std::fs::write(work.join("devcomm_shim.cu"), SHIM_SOURCE)?;
+    std::fs::write(work.join("allreduce_lsa_fast.cu"), FAST_SOURCE)?;
     nvcc(
         target,
         &target.kernel_args(),
         &work,
         "allreduce_lsa.cu",
         "allreduce_lsa.cubin",
+    )?;
+    nvcc(
+        target,
+        &target.kernel_args(),
+        &work,
+        "allreduce_lsa_fast.cu",
+        "allreduce_lsa_fast.cubin",
     )?;
     nvcc(
         target,
@@ -307,6 +326,7 @@ pub fn build_or_reuse(target: &Target, cache_root: &Path) -> Result<Built> {
     }
     Ok(Built {
         cubin,
+        fast_cubin,
         shim,
         compiled: true,
         seconds: start.elapsed().as_secs_f64(),
@@ -603,6 +623,7 @@ mod tests {
         };
         let dir = tmp.path().join(target.cache_key());
         touch(&dir.join("allreduce_lsa.cubin"));
+        touch(&dir.join("allreduce_lsa_fast.cubin"));
         touch(&dir.join("devcomm_shim.so"));
         let built = build_or_reuse(&target, tmp.path()).unwrap();
         assert!(!built.compiled);
