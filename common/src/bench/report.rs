@@ -257,10 +257,10 @@ impl Report {
                 .configure_mesh()
                 .x_desc("size (bytes)")
                 .y_desc("busbw (GB/s)")
-                .x_label_formatter(&|x| size_label(*x as usize))
+                .x_label_formatter(&|x| si_label(*x))
                 .draw()?;
             for (i, (series, line)) in self.series.iter().zip(&busbw).enumerate() {
-                let color = Palette99::pick(i).to_rgba();
+                let color = series_color(i);
                 chart
                     .draw_series(LineSeries::new(line.iter().copied(), color.stroke_width(2)))?
                     .label(series.name.clone())
@@ -288,10 +288,10 @@ impl Report {
                 .configure_mesh()
                 .x_desc("size (bytes)")
                 .y_desc("time (us)")
-                .x_label_formatter(&|x| size_label(*x as usize))
+                .x_label_formatter(&|x| si_label(*x))
                 .draw()?;
             for (i, (series, line)) in self.series.iter().zip(&time).enumerate() {
-                let color = Palette99::pick(i).to_rgba();
+                let color = series_color(i);
                 chart
                     .draw_series(LineSeries::new(line.iter().copied(), color.stroke_width(2)))?
                     .label(series.name.clone())
@@ -310,6 +310,34 @@ impl Report {
         };
         plot().map_err(|err| anyhow::anyhow!("draw {}: {err}", path.display()))
     }
+}
+
+/// Distinct, print-friendly line colours (matplotlib's "tab10").
+fn series_color(i: usize) -> plotters::style::RGBAColor {
+    const TAB10: [(u8, u8, u8); 8] = [
+        (31, 119, 180),
+        (214, 39, 40),
+        (44, 160, 44),
+        (148, 103, 189),
+        (255, 127, 14),
+        (140, 86, 75),
+        (227, 119, 194),
+        (23, 190, 207),
+    ];
+    let (r, g, b) = TAB10[i % TAB10.len()];
+    use plotters::style::Color;
+    plotters::style::RGBColor(r, g, b).to_rgba()
+}
+
+/// An axis label for a byte count on a log scale: 10, 1k, 100k, 10M, 1G.
+fn si_label(bytes: f64) -> String {
+    const UNITS: [(f64, &str); 3] = [(1e9, "G"), (1e6, "M"), (1e3, "k")];
+    for (unit, suffix) in UNITS {
+        if bytes >= unit {
+            return format!("{}{suffix}", (bytes / unit).round());
+        }
+    }
+    format!("{}", bytes.round())
 }
 
 /// The smallest and largest of `values` (1.0 and 2.0 for none).
@@ -598,6 +626,15 @@ mod tests {
         report.series[1].rows[2].out_of_place.wrong = 3;
         report.series[0].rows[0].in_place.as_mut().unwrap().wrong = 4;
         assert_eq!(report.wrong(), 7);
+    }
+
+    #[test]
+    fn axis_labels_use_si_prefixes() {
+        assert_eq!(si_label(10.0), "10");
+        assert_eq!(si_label(1000.0), "1k");
+        assert_eq!(si_label(100_000.0), "100k");
+        assert_eq!(si_label(1e7), "10M");
+        assert_eq!(si_label(1e9), "1G");
     }
 
     #[test]
