@@ -26,6 +26,18 @@ pub fn binary(name: &str, cargo_path: &str) -> PathBuf {
     PathBuf::from(cargo_path)
 }
 
+/// The directory of the crate under test, looked up when the test runs:
+/// `CARGO_MANIFEST_DIR` as cargo and nextest set it for the test process
+/// (nextest's `--workspace-remap` points it at the moved source tree). Only a
+/// binary started by hand, without it, falls back to `cargo_manifest_dir`,
+/// the build machine's path (`env!("CARGO_MANIFEST_DIR")`, passed by the
+/// caller). Never read a test's files through a path fixed at compile time:
+/// an archive built here runs on the GPU machine, where that path is gone.
+pub fn crate_dir(cargo_manifest_dir: &str) -> PathBuf {
+    std::env::var_os("CARGO_MANIFEST_DIR")
+        .map_or_else(|| PathBuf::from(cargo_manifest_dir), PathBuf::from)
+}
+
 /// How many ranks the GPU tests use: `GPU_TEST_RANKS`, default 2.
 pub fn gpu_ranks() -> usize {
     std::env::var("GPU_TEST_RANKS")
@@ -307,12 +319,10 @@ impl LessonUnderTest {
     /// `env!("CARGO_MANIFEST_DIR")`. Both are looked up at run time first, so
     /// a nextest archive built on one machine runs on another.
     pub fn new(name: &'static str, cargo_binary: &str, cargo_manifest_dir: &str) -> Self {
-        let dir = std::env::var_os("CARGO_MANIFEST_DIR")
-            .map_or_else(|| PathBuf::from(cargo_manifest_dir), PathBuf::from);
         Self {
             name,
             binary: binary(name, cargo_binary),
-            dir,
+            dir: crate_dir(cargo_manifest_dir),
         }
     }
 
