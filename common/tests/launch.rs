@@ -66,14 +66,43 @@ mod threads {
     }
 
     #[test]
-    fn nthreads_not_a_number_is_refused() {
-        let out = run_probe("abc", &[]);
+    fn nthreads_not_a_positive_number_is_refused() {
+        for bad in ["abc", "-1"] {
+            let out = run_probe(bad, &[]);
+            assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
+            assert!(
+                text(&out.stderr).contains("NTHREADS must be a positive whole number"),
+                "{}",
+                describe(&out)
+            );
+        }
+        let out = run_with_timeout(
+            Command::new(probe())
+                .env_remove("NTHREADS")
+                .args(["--nthreads", "-1"]),
+            Duration::from_secs(30),
+        );
         assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
         assert!(
-            text(&out.stderr).contains("'abc' is not a whole number"),
+            text(&out.stderr).contains("must be a positive whole number"),
             "{}",
             describe(&out)
         );
+    }
+
+    #[test]
+    fn absurd_rank_counts_exit_2_with_the_limit_not_a_crash() {
+        // NTHREADS=100000 used to start threads until the process aborted
+        // ("failed to set up alternative stack guard page").
+        for huge in ["100000", "99999999999999999999999"] {
+            let start = Instant::now();
+            let out = run_probe(huge, &[]);
+            assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
+            let stderr = text(&out.stderr);
+            assert!(stderr.contains("at most 1024"), "{}", describe(&out));
+            assert!(!stderr.contains("panicked"), "{}", describe(&out));
+            assert!(start.elapsed() < Duration::from_secs(5));
+        }
     }
 
     #[test]
