@@ -139,6 +139,12 @@ mod threads {
             "{}",
             describe(&out)
         );
+        // The process left with _exit: no exit handler ran under the stuck ranks.
+        assert!(
+            !text(&out.stderr).contains("an exit handler ran"),
+            "{}",
+            describe(&out)
+        );
         assert!(start.elapsed() < Duration::from_secs(15));
     }
 

@@ -94,9 +94,12 @@ fn probe(ctx: &RankContext, args: &ProbeArgs) -> Result<()> {
         Scenario::Hang if misbehaves => {
             bail!("rank {} fails on purpose; the others are stuck", ctx.rank())
         }
-        Scenario::Hang => loop {
-            std::thread::park();
-        },
+        Scenario::Hang => {
+            note_if_exit_handlers_run();
+            loop {
+                std::thread::park();
+            }
+        }
         Scenario::Panic if misbehaves => panic!("rank {} panics on purpose", ctx.rank()),
         Scenario::CannotRun if misbehaves => bail!(CannotRun::new(
             format!("rank {} cannot run here, on purpose", ctx.rank()),
@@ -120,4 +123,22 @@ fn probe(ctx: &RankContext, args: &ProbeArgs) -> Result<()> {
     ctx.all_ok(check)?;
     ctx.println_root("launch-probe: done");
     Ok(())
+}
+
+/// Registers a C exit handler that says so on stderr if it runs. The launcher
+/// must leave a process whose ranks are stuck with `_exit`, which runs no exit
+/// handler: those belong to libraries (CUDA, NCCL, MPI) that the stuck ranks
+/// are still inside. The tests check that this line never appears.
+fn note_if_exit_handlers_run() {
+    extern "C" fn exit_handler_ran() {
+        let line = b"launch-probe: an exit handler ran while ranks were stuck\n";
+        // SAFETY: writes a static buffer to stderr; no Rust state is touched
+        // while the process is exiting.
+        unsafe { libc::write(2, line.as_ptr().cast(), line.len()) };
+    }
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    // SAFETY: atexit only records the function pointer.
+    ONCE.call_once(|| unsafe {
+        libc::atexit(exit_handler_ran);
+    });
 }
