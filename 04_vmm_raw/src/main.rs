@@ -741,8 +741,7 @@ mod tests {
             recommended: 2 << 20,
         };
         // Looked up at run time: this test also runs from an archive on the GPU machine.
-        let readme_path =
-            common::testing::crate_dir(env!("CARGO_MANIFEST_DIR")).join("README.md");
+        let readme_path = common::testing::crate_dir(env!("CARGO_MANIFEST_DIR")).join("README.md");
         let readme = std::fs::read_to_string(&readme_path)
             .unwrap_or_else(|e| panic!("cannot read {}: {e}", readme_path.display()));
         let transcript = common::testing::readme_transcript(&readme, 2).expect("transcript");

@@ -98,7 +98,10 @@ mod tests {
     fn non_numbers_are_refused_with_a_reason() {
         for bad in ["abc", "-1", "2.5", "", "+-3"] {
             let err = parse_rank_count(bad).unwrap_err();
-            assert!(err.contains("must be a positive whole number"), "{bad}: {err}");
+            assert!(
+                err.contains("must be a positive whole number"),
+                "{bad}: {err}"
+            );
             assert!(err.contains(&format!("'{bad}' is not one")), "{bad}: {err}");
         }
     }
@@ -108,7 +111,10 @@ mod tests {
         assert_eq!(parse_rank_count("1024"), Ok(MAX_THREAD_RANKS));
         for bad in ["1025", "100000", "99999999999999999999999"] {
             let err = parse_rank_count(bad).unwrap_err();
-            assert!(err.contains(&format!("NTHREADS={bad} is more ranks")), "{err}");
+            assert!(
+                err.contains(&format!("NTHREADS={bad} is more ranks")),
+                "{err}"
+            );
             assert!(err.contains("at most 1024"), "{err}");
             assert!(err.contains("a GPU of its own"), "{err}");
         }

@@ -23,6 +23,57 @@ fn rank_errors(out: &Output) -> Vec<String> {
         .collect()
 }
 
+/// A stand-in CUDA driver (`libcuda.so`, built by the C compiler) whose
+/// `cuInit` succeeds and whose `query` call fails; `None` without a compiler.
+fn fake_driver(dir: &std::path::Path, failing: &str) -> Option<()> {
+    let body = |call: &str, value: u32| {
+        if call == failing {
+            "return 999; /* CUDA_ERROR_UNKNOWN */".to_string()
+        } else {
+            format!("*out = {value}; return 0;")
+        }
+    };
+    let source = format!(
+        "int cuInit(unsigned flags) {{ return 0; }}\n\
+         int cuDriverGetVersion(int *out) {{ {} }}\n\
+         int cuDeviceGetCount(int *out) {{ {} }}\n",
+        body("cuDriverGetVersion", 13000),
+        body("cuDeviceGetCount", 2)
+    );
+    common::testing::build_c_library(dir, "libcuda.so", &source, &[])?;
+    std::fs::copy(dir.join("libcuda.so"), dir.join("libcuda.so.1")).ok()?;
+    Some(())
+}
+
+#[test]
+fn a_driver_call_that_fails_after_cuinit_is_named() {
+    // The preflight used to ignore these two return codes: a failing
+    // cuDeviceGetCount read as "no GPU", a failing version query as "0.0".
+    for failing in ["cuDeviceGetCount", "cuDriverGetVersion"] {
+        let dir = tempfile::tempdir().unwrap();
+        if fake_driver(dir.path(), failing).is_none() {
+            return;
+        }
+        let out = run_with_timeout(
+            Command::new(probe())
+                .args(["--needs", "gpu"])
+                .env("LD_LIBRARY_PATH", dir.path())
+                .env("NTHREADS", "1")
+                .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+                .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"),
+            Duration::from_secs(30),
+        );
+        assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
+        assert!(
+            text(&out.stderr).contains(&format!(
+                "the CUDA driver initialised, but {failing} returned CUDA_ERROR_UNKNOWN"
+            )),
+            "{}",
+            describe(&out)
+        );
+    }
+}
+
 #[cfg(not(feature = "mpi"))]
 mod threads {
     use super::*;

@@ -33,8 +33,21 @@ enum Scenario {
     WrongResult,
 }
 
+/// What the launcher checks before the ranks start.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum ProbeNeeds {
+    /// Nothing: the probe runs anywhere.
+    Nothing,
+    /// A GPU and its driver, as lesson 04 needs: checks a machine's driver
+    /// before any lesson runs there.
+    Gpu,
+}
+
 #[derive(clap::Args, Debug)]
 struct ProbeArgs {
+    /// What the launcher's preflight checks before the ranks start.
+    #[arg(long, value_enum, default_value_t = ProbeNeeds::Nothing)]
+    needs: ProbeNeeds,
     /// What the ranks do.
     #[arg(long, value_enum, default_value_t = Scenario::Ok)]
     scenario: Scenario,
@@ -50,7 +63,19 @@ const PROBE: Lesson = Lesson {
 };
 
 fn main() -> ExitCode {
-    common::run(&PROBE, probe)
+    // The preflight runs inside `common::run`, before the probe sees its
+    // parsed options, so `--needs` is read here first; clap parses it again
+    // (and `--help` documents it) with the other options.
+    let args: Vec<String> = std::env::args().collect();
+    let gpu = args
+        .windows(2)
+        .any(|pair| pair[0] == "--needs" && pair[1] == "gpu")
+        || args.iter().any(|arg| arg == "--needs=gpu");
+    let lesson = Lesson {
+        needs: if gpu { Needs::Gpu } else { Needs::Nothing },
+        ..PROBE
+    };
+    common::run(&lesson, probe)
 }
 
 fn probe(ctx: &RankContext, args: &ProbeArgs) -> Result<()> {
