@@ -105,7 +105,8 @@ pub(crate) fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
 }
 
 /// Leaves the process at once with `code`, while other threads may still be
-/// inside NCCL or CUDA: flushes what we printed, then `_exit`.
+/// inside NCCL or CUDA: removes the directories the run registered (see
+/// [`cleanup`](crate::cleanup)), flushes what we printed, then `_exit`.
 ///
 /// Not `std::process::exit`: that runs the C exit handlers and static
 /// destructors (the CUDA runtime's, NCCL's, MPI's) under the threads still
@@ -113,6 +114,7 @@ pub(crate) fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
 /// without them; the kernel then releases its memory, files and GPU contexts.
 pub(crate) fn flush_and_exit(code: u8) -> ! {
     use std::io::Write;
+    crate::cleanup::remove_registered();
     let _ = std::io::stdout().flush();
     let _ = std::io::stderr().flush();
     // SAFETY: _exit has no preconditions and does not return.

@@ -2,6 +2,7 @@
 //! ranks, turn their outcome into an exit code.
 
 use std::process::ExitCode;
+use std::time::Duration;
 
 use anyhow::Result;
 use clap::{CommandFactory, FromArgMatches};
@@ -12,6 +13,10 @@ use crate::preflight::System;
 use crate::rank::RankContext;
 #[cfg(not(feature = "mpi"))]
 use crate::CannotRun;
+
+/// How long the launcher waits for the other ranks once one has failed,
+/// before it leaves without them (thread mode) or stops the job (MPI mode).
+pub const ABANDON_AFTER: Duration = Duration::from_secs(3);
 
 /// What the launcher needs to know about a program.
 #[derive(Debug, Clone, Copy)]
@@ -43,6 +48,16 @@ where
         Ok(cli) => cli,
         Err(err) => err.exit(),
     };
+    if let Err(problem) = crate::fault::check_request() {
+        eprintln!(
+            "error: {}{}",
+            problem.reason,
+            crate::error::fix_lines(&problem.fix, "  ")
+        );
+        return ExitCode::from(crate::EXIT_CANNOT_RUN);
+    }
+    // Before any thread starts, ours or a library's: see signals.rs.
+    crate::signals::stop_on_signals();
     ExitCode::from(start(lesson, cli, body))
 }
 
@@ -76,6 +91,7 @@ where
         &system,
         &format!("{size} rank{}, one thread per GPU", plural(size)),
     );
+    crate::signals::set_ranks((0..size).map(|r| format!("[rank {r}/{size}] ")).collect());
     let devices: Vec<usize> = (0..size).collect();
     crate::threads::run(size, &devices, |ctx| body(ctx, &cli.lesson))
 }

@@ -21,21 +21,25 @@
 //! `[rank r/n] error: ...`; per-rank lines are printed in rank order.
 
 pub mod bench;
+pub mod cleanup;
 mod cli;
 mod error;
+pub mod fault;
 mod launch;
 #[cfg(feature = "mpi")]
 mod mpi_launch;
 pub mod nccl;
 pub mod preflight;
 mod rank;
+mod signals;
 pub mod testing;
 #[cfg(not(feature = "mpi"))]
 mod threads;
 pub mod verify;
 
-pub use cli::{LaunchArgs, NoArgs};
+pub use cleanup::host_name;
+pub use cli::{LaunchArgs, NoArgs, MAX_THREAD_RANKS};
 pub use error::{exit_code, CannotRun, PeerFailed, EXIT_CANNOT_RUN, EXIT_FAILED, EXIT_OK};
-pub use launch::{run, Lesson, Needs};
+pub use launch::{run, Lesson, Needs, ABANDON_AFTER};
 pub use preflight::NcclVersion;
-pub use rank::RankContext;
+pub use rank::{leaving_on_error, RankContext};

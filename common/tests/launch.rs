@@ -18,7 +18,7 @@ fn text(bytes: &[u8]) -> String {
 fn rank_errors(out: &Output) -> Vec<String> {
     text(&out.stderr)
         .lines()
-        .filter(|l| l.starts_with("[rank "))
+        .filter(|l| l.starts_with("[rank ") && l.contains("] error: "))
         .map(str::to_string)
         .collect()
 }
@@ -372,5 +372,122 @@ mod mpi {
             "{}",
             describe(&out)
         );
+    }
+}
+
+/// The fault matrix on the launcher alone (docs/src/testing.md): a rank that
+/// fails, a rank that hangs and then Ctrl-C, a killed MPI rank. Each run must
+/// end within 5 s, exit non-zero, name the rank, and leave nothing behind.
+mod faults {
+    use super::*;
+    use common::testing::{fault_case, Disturb};
+
+    /// `launch-probe` with `ranks` ranks, as threads or under mpirun.
+    fn probe_command(ranks: usize) -> Command {
+        if cfg!(feature = "mpi") {
+            common::testing::mpirun(ranks, &probe())
+        } else {
+            let mut cmd = Command::new(probe());
+            cmd.env("NTHREADS", ranks.to_string());
+            cmd
+        }
+    }
+
+    fn with_fault(ranks: usize, fault: &str) -> Command {
+        let mut cmd = probe_command(ranks);
+        cmd.env("SYMMEM_TEST_FAULT", fault);
+        cmd
+    }
+
+    const STARTUP: Duration = Duration::from_secs(30);
+
+    #[test]
+    fn a_rank_that_fails_after_the_barrier_ends_the_run() {
+        let end = fault_case(
+            &mut with_fault(3, "fail:1:after:passed the barrier"),
+            "Rank 2 of 3 on device 2 passed the barrier",
+            Disturb::Nothing,
+            STARTUP,
+            &[],
+        );
+        end.assert_clean(
+            "[rank 1/3] error: injected failure (SYMMEM_TEST_FAULT=fail:1:after:passed the barrier)",
+        );
+        assert_eq!(
+            end.output.status.code(),
+            Some(1),
+            "{}",
+            describe(&end.output)
+        );
+    }
+
+    #[test]
+    fn ctrl_c_stops_a_run_with_a_hung_rank() {
+        let end = fault_case(
+            &mut with_fault(2, "stall:1:after:passed the barrier"),
+            "rank 1 stalls here on purpose",
+            Disturb::CtrlC,
+            STARTUP,
+            &[],
+        );
+        // Threads: the process itself gets SIGINT. MPI: Ctrl-C reaches
+        // mpirun, which stops the ranks with SIGTERM.
+        let stopped = if cfg!(feature = "mpi") {
+            "[rank 1/2] stopped by SIGTERM"
+        } else {
+            "[rank 1/2] stopped by SIGINT (Ctrl-C)"
+        };
+        end.assert_clean(stopped);
+    }
+
+    #[test]
+    fn a_rank_whose_release_blocks_after_an_error_does_not_hang_the_run() {
+        // The error never returns: the rank is stuck in its guard's Drop. The
+        // guard told the launcher first, so the run still ends, naming it.
+        let end = fault_case(
+            probe_command(3).args(["--scenario", "stuck-release", "--rank", "1"]),
+            "id shared",
+            Disturb::Nothing,
+            STARTUP,
+            &[],
+        );
+        end.assert_clean("[rank 1/3] error: failed, but its error is still on its way");
+        assert_eq!(
+            end.output.status.code(),
+            Some(1),
+            "{}",
+            describe(&end.output)
+        );
+    }
+
+    #[test]
+    fn a_malformed_fault_request_is_refused_before_any_rank_starts() {
+        let out = run_with_timeout(
+            &mut with_fault(2, "explode:1:init"),
+            Duration::from_secs(60),
+        );
+        assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
+        assert!(
+            text(&out.stderr).contains("SYMMEM_TEST_FAULT=\"explode:1:init\" is not"),
+            "{}",
+            describe(&out)
+        );
+        assert!(!text(&out.stdout).contains("Launch:"), "{}", describe(&out));
+    }
+
+    #[test]
+    #[cfg(feature = "mpi")]
+    fn killing_one_mpi_rank_ends_the_job() {
+        for victim in [1, 0] {
+            let end = fault_case(
+                &mut with_fault(2, "stall:1:after:passed the barrier"),
+                "rank 1 stalls here on purpose",
+                Disturb::KillMpiRank(victim),
+                STARTUP,
+                &[],
+            );
+            // mpirun names the rank that died.
+            end.assert_clean(&format!("process rank {victim} with PID"));
+        }
     }
 }

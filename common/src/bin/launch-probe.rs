@@ -25,6 +25,9 @@ enum Scenario {
     /// `--rank` returns an error; the others block forever, as a rank stuck
     /// inside NCCL would.
     Hang,
+    /// `--rank` fails, and releasing what it holds then blocks forever, as
+    /// an NCCL release that waits for peers would; the others are stuck too.
+    StuckRelease,
     /// `--rank` panics.
     Panic,
     /// `--rank` finds it cannot run here (exit code 2).
@@ -125,6 +128,16 @@ fn probe(ctx: &RankContext, args: &ProbeArgs) -> Result<()> {
                 std::thread::park();
             }
         }
+        Scenario::StuckRelease if misbehaves => {
+            let _held = ReleaseThatBlocks;
+            bail!(
+                "rank {} fails on purpose; releasing its resources blocks",
+                ctx.rank()
+            )
+        }
+        Scenario::StuckRelease => loop {
+            std::thread::park();
+        },
         Scenario::Panic if misbehaves => panic!("rank {} panics on purpose", ctx.rank()),
         Scenario::CannotRun if misbehaves => bail!(CannotRun::new(
             format!("rank {} cannot run here, on purpose", ctx.rank()),
@@ -148,6 +161,20 @@ fn probe(ctx: &RankContext, args: &ProbeArgs) -> Result<()> {
     ctx.all_ok(check)?;
     ctx.println_root("launch-probe: done");
     Ok(())
+}
+
+/// A stand-in for an NCCL guard whose release waits for peers that will never
+/// come (a window deregistration, say): dropped on the error path, it tells
+/// the launcher, as the real guards do, and then blocks forever.
+struct ReleaseThatBlocks;
+
+impl Drop for ReleaseThatBlocks {
+    fn drop(&mut self) {
+        common::leaving_on_error();
+        loop {
+            std::thread::park();
+        }
+    }
 }
 
 /// Registers a C exit handler that says so on stderr if it runs. The launcher
