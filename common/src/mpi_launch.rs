@@ -216,21 +216,43 @@ fn stop_if_stuck_after_failing(prefix: String, returned: Arc<AtomicBool>) {
 
 /// Preflight on every rank; rank 0 prints every rank's problems, grouped, and
 /// all ranks agree whether to go on. `Ok(None)`: cannot run (already printed).
+///
+/// Each node's first rank checks first, and the others only if it found
+/// nothing wrong: when a node cannot run the lesson (no driver, more ranks
+/// than GPUs), 64 ranks need not all initialise the CUDA driver to find the
+/// same thing, which costs seconds on a node with large GPUs.
 fn agree_on_preflight(
     ctx: &RankContext,
     node: &SimpleCommunicator,
     lesson: &Lesson,
 ) -> Result<Option<System>> {
     let local_size = node.size() as usize;
-    let local = preflight::check(lesson.needs).and_then(|system| {
-        let gpus = system.driver.map_or(0, |d| d.gpus);
-        match lesson.needs {
-            Needs::Nothing => Ok(system),
-            _ => check_gpu_count(local_size, gpus, true)
-                .map(|()| system)
-                .map_err(|p| vec![p]),
+    let check_here = || {
+        preflight::check(lesson.needs).and_then(|system| {
+            let gpus = system.driver.map_or(0, |d| d.gpus);
+            match lesson.needs {
+                Needs::Nothing => Ok(system),
+                _ => check_gpu_count(local_size, gpus, true)
+                    .map(|()| system)
+                    .map_err(|p| vec![p]),
+            }
+        })
+    };
+    let leader = node.process_at_rank(0);
+    let local = if node.rank() == 0 {
+        let local = check_here();
+        leader.broadcast_into(&mut u8::from(local.is_ok()));
+        local
+    } else {
+        let mut leader_ok = 0u8;
+        leader.broadcast_into(&mut leader_ok);
+        if leader_ok == 1 {
+            check_here()
+        } else {
+            // The leader reports this node's problem; nothing to add.
+            Err(Vec::new())
         }
-    });
+    };
     let text = match &local {
         Ok(_) => String::new(),
         Err(problems) => problems

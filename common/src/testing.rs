@@ -702,17 +702,30 @@ impl LessonUnderTest {
         assert!(!stderr.contains("panicked"), "{stderr}");
     }
 
-    /// More ranks than GPUs: exit 2 with the count and the fix, before any NCCL call.
+    /// More ranks than GPUs (one more than this machine has): exit 2 with the
+    /// count and the fix, before any NCCL call, within 5 s also under mpirun.
     pub fn assert_more_ranks_than_gpus_exits_2(&self) {
-        let out = self.run(64, &[], Duration::from_secs(120));
+        let gpus = crate::preflight::probe_driver().map_or(0, |driver| driver.gpus);
+        let ranks = gpus + 1;
+        let start = Instant::now();
+        let out = self.run(ranks, &[], Duration::from_secs(120));
+        let elapsed = start.elapsed();
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{}: {stderr}", self.name);
         let reason = if cfg!(feature = "mpi") {
-            "MPI processes share this node"
+            format!("{ranks} MPI processes share this node")
         } else {
-            "NTHREADS=64 asks for 64 ranks"
+            format!("NTHREADS={ranks} asks for {ranks} ranks")
         };
-        assert!(stderr.contains(reason), "expected {reason:?} in:\n{stderr}");
+        assert!(
+            stderr.contains(&reason),
+            "expected {reason:?} in:\n{stderr}"
+        );
+        assert!(
+            elapsed < Duration::from_secs(5),
+            "{}: refusing {ranks} ranks took {elapsed:?}",
+            self.name
+        );
     }
 }
 

@@ -356,6 +356,33 @@ mod mpi {
     }
 
     #[test]
+    fn a_refused_run_is_reported_by_the_nodes_first_rank_and_ends_quickly() {
+        // Without a usable GPU every rank would find the same problem; only
+        // the node's first rank initialises the driver to find it (with 64
+        // ranks on one node that was most of a 12 s refusal), and the run
+        // ends within 5 s. mpirun itself adds about 2 s to any non-zero exit.
+        let start = Instant::now();
+        let out = run_with_timeout(
+            mpirun(8, &probe())
+                .args(["--needs", "gpu"])
+                .env("CUDA_VISIBLE_DEVICES", ""),
+            Duration::from_secs(60),
+        );
+        assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
+        assert!(
+            text(&out.stderr)
+                .contains("error: launch-probe cannot run on this system (rank 0 of 8):"),
+            "{}",
+            describe(&out)
+        );
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "{:?}",
+            start.elapsed()
+        );
+    }
+
+    #[test]
     fn nthreads_is_noted_but_not_used() {
         let out = run_with_timeout(
             mpirun(2, &probe()).env("NTHREADS", "7"),
