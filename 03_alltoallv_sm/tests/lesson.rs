@@ -6,7 +6,7 @@
 use std::process::Command;
 use std::time::Duration;
 
-use common::testing::{binary, gpu_ranks, run_with_timeout, LessonUnderTest};
+use common::testing::{binary, gpu_ranks, run_with_timeout, Disturb, LessonUnderTest};
 
 common::lesson_tests!("03_alltoallv_sm");
 
@@ -70,17 +70,48 @@ fn buffers_larger_than_the_gpu_exit_2() {
     );
 }
 
-#[test]
-#[ignore = "needs 2 GPUs"]
-fn benchmark_runs_and_finds_no_wrong_element() {
-    let bench = LessonUnderTest {
+/// The benchmark, for the tests that run it.
+fn bench() -> LessonUnderTest {
+    LessonUnderTest {
         binary: binary(
             "03_alltoallv_bench",
             env!("CARGO_BIN_EXE_03_alltoallv_bench"),
         ),
         ..lesson()
+    }
+}
+
+#[test]
+#[ignore = "needs 2 GPUs"]
+fn fault_ctrl_c_stops_the_benchmark_mid_sweep() {
+    // The fault matrix's benchmark case (docs/src/testing.md): Ctrl-C while
+    // every rank is busy timing. Threads get SIGINT; under mpirun, mpirun
+    // gets it and stops the ranks with SIGTERM.
+    let ranks = gpu_ranks();
+    let signal = if cfg!(feature = "mpi") {
+        "SIGTERM"
+    } else {
+        "SIGINT (Ctrl-C)"
     };
-    let out = bench.run(
+    bench()
+        .fault(
+            ranks,
+            None,
+            &["--min-bytes", "1M", "--max-bytes", "1G", "--iters", "50"],
+            "Launch: ",
+            Disturb::CtrlC(Duration::from_secs(3)),
+            &[],
+        )
+        .assert_clean(&format!(
+            "{}stopped by {signal}",
+            LessonUnderTest::rank_prefix(0, ranks)
+        ));
+}
+
+#[test]
+#[ignore = "needs 2 GPUs"]
+fn benchmark_runs_and_finds_no_wrong_element() {
+    let out = bench().run(
         gpu_ranks(),
         &["--min-bytes", "1K", "--max-bytes", "1M", "--iters", "3"],
         Duration::from_secs(300),

@@ -110,9 +110,13 @@ pub(crate) fn at(rank: usize, point: Point<'_>) -> Result<()> {
     if !here || fault.rank != rank {
         return Ok(());
     }
+    // The note marks the moment on stderr: the tests time the end from it.
     let spec = std::env::var(VARIABLE).unwrap_or_default();
     match fault.what {
-        What::Fail => Err(anyhow!("injected failure ({VARIABLE}={spec})")),
+        What::Fail => {
+            eprintln!("note: rank {rank} fails here on purpose ({VARIABLE}={spec})");
+            Err(anyhow!("injected failure ({VARIABLE}={spec})"))
+        }
         What::Stall => {
             eprintln!("note: rank {rank} stalls here on purpose ({VARIABLE}={spec})");
             loop {

@@ -295,8 +295,9 @@ pub const FAULT_LIMIT: Duration = Duration::from_secs(5);
 pub enum Disturb {
     /// Nothing: the fault is already asked for (`SYMMEM_TEST_FAULT`).
     Nothing,
-    /// SIGINT to the program's process group, as Ctrl-C in a terminal.
-    CtrlC,
+    /// SIGINT to the program's process group, as Ctrl-C in a terminal, this
+    /// long after the trigger (for a run that is busy, not stuck, then).
+    CtrlC(Duration),
     /// `kill -9` of this MPI rank's process.
     KillMpiRank(usize),
 }
@@ -305,7 +306,7 @@ pub enum Disturb {
 #[derive(Debug)]
 pub struct FaultEnd {
     pub output: Output,
-    /// From the trigger line to the end of the program.
+    /// From the fault (the trigger line, or the signal) to the end of the program.
     pub after_trigger: Duration,
     /// Processes of the run still there (zombies included).
     pub processes_left: Vec<String>,
@@ -329,10 +330,14 @@ pub fn fault_case(
     cmd.env("TMPDIR", tmp.path()).env_remove("XDG_RUNTIME_DIR");
     let mut started = Started::new(cmd);
     let session = started.pid();
-    let triggered = started.wait_for(trigger, startup);
+    let mut triggered = started.wait_for(trigger, startup);
     match disturb {
         Disturb::Nothing => {}
-        Disturb::CtrlC => started.signal_group(libc::SIGINT),
+        Disturb::CtrlC(after) => {
+            std::thread::sleep(after);
+            triggered = Instant::now();
+            started.signal_group(libc::SIGINT);
+        }
         Disturb::KillMpiRank(rank) => {
             let pid = started
                 .mpi_rank_pid(rank)
@@ -646,6 +651,31 @@ impl LessonUnderTest {
     /// Runs the lesson (see [`command`](Self::command)) with `args`, within `limit`.
     pub fn run(&self, ranks: usize, args: &[&str], limit: Duration) -> Output {
         run_with_timeout(self.command(ranks).args(args), limit)
+    }
+
+    /// A fault-matrix case of the lesson on `ranks` ranks (threads, or mpirun
+    /// in an MPI build), with `SYMMEM_TEST_FAULT=fault` if given: see
+    /// [`fault_case`]. Allows 300 s before `trigger` (nvcc may be building).
+    pub fn fault(
+        &self,
+        ranks: usize,
+        fault: Option<&str>,
+        args: &[&str],
+        trigger: &str,
+        disturb: Disturb,
+        watch: &[(&Path, &str)],
+    ) -> FaultEnd {
+        let mut cmd = self.command(ranks);
+        cmd.args(args);
+        if let Some(fault) = fault {
+            cmd.env(crate::fault::VARIABLE, fault);
+        }
+        fault_case(&mut cmd, trigger, disturb, Duration::from_secs(300), watch)
+    }
+
+    /// The prefix of this run's messages about `rank`: `[rank r/N] `.
+    pub fn rank_prefix(rank: usize, ranks: usize) -> String {
+        format!("[rank {rank}/{ranks}] ")
     }
 
     /// Runs the lesson on `ranks` GPUs and compares stdout with the README's

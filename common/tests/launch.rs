@@ -453,7 +453,7 @@ mod faults {
         let end = fault_case(
             &mut with_fault(2, "stall:1:after:passed the barrier"),
             "rank 1 stalls here on purpose",
-            Disturb::CtrlC,
+            Disturb::CtrlC(Duration::ZERO),
             STARTUP,
             &[],
         );
