@@ -19,6 +19,9 @@
 //! exit code 0 = verified, 1 = failed, 2 = cannot run here;
 //! one rank's failure ends the whole run promptly with
 //! `[rank r/n] error: ...`; per-rank lines are printed in rank order.
+//! Ctrl-C and SIGTERM stop every rank with `[rank r/n] stopped by ...`, and
+//! no run leaves a directory behind ([`cleanup`]). The tests make a rank fail
+//! or hang on purpose through [`fault`]'s `SYMMEM_TEST_FAULT`.
 
 pub mod bench;
 pub mod cleanup;
