@@ -6,7 +6,9 @@
 use std::process::Command;
 use std::time::Duration;
 
-use common::testing::{binary, gpu_ranks, run_with_timeout, Disturb, LessonUnderTest};
+use common::testing::{
+    binary, gpu_ranks, run_with_timeout, stopped_by_ctrl_c, Disturb, LessonUnderTest,
+};
 
 common::lesson_tests!("03_alltoallv_sm");
 
@@ -88,11 +90,6 @@ fn fault_ctrl_c_stops_the_benchmark_mid_sweep() {
     // every rank is busy timing. Threads get SIGINT; under mpirun, mpirun
     // gets it and stops the ranks with SIGTERM.
     let ranks = gpu_ranks();
-    let signal = if cfg!(feature = "mpi") {
-        "SIGTERM"
-    } else {
-        "SIGINT (Ctrl-C)"
-    };
     bench()
         .fault(
             ranks,
@@ -102,10 +99,7 @@ fn fault_ctrl_c_stops_the_benchmark_mid_sweep() {
             Disturb::CtrlC(Duration::from_secs(3)),
             &[],
         )
-        .assert_clean(&format!(
-            "{}stopped by {signal}",
-            LessonUnderTest::rank_prefix(0, ranks)
-        ));
+        .assert_clean(&stopped_by_ctrl_c(0, ranks));
 }
 
 #[test]

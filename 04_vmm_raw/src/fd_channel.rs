@@ -541,6 +541,8 @@ mod tests {
     use std::os::fd::AsFd;
     use std::os::unix::fs::PermissionsExt;
 
+    use common::testing::{dead_pid, stale_dir_name};
+
     /// This process's id: in these tests every "rank" is a thread of it.
     fn me() -> u32 {
         std::process::id()
@@ -686,22 +688,26 @@ mod tests {
         );
     }
 
-    #[test]
-    fn a_sender_claiming_to_be_the_receiver_is_refused() {
+    /// This process, as rank `sender`, sends a descriptor to rank 1 of a run
+    /// whose ranks are the processes `pids`; returns what rank 1 received.
+    fn send_to_rank_1(sender: usize, pids: &[u32]) -> Result<Vec<Option<OwnedFd>>> {
         let dir = PrivateDir::create(&std::env::temp_dir()).unwrap();
         let path = socket_path(dir.path(), 1);
         let listener = listen_at(&path, 1, PEER_TIMEOUT).unwrap();
         let file = file_with("x");
-        let result = std::thread::scope(|scope| {
-            let receiver =
-                scope.spawn(|| receive_from_peers(&listener, 1, &[me(), me()], PEER_TIMEOUT));
-            send_fd(&path, 1, (1, me()), file.as_fd()).unwrap();
+        std::thread::scope(|scope| {
+            let receiver = scope.spawn(|| receive_from_peers(&listener, 1, pids, PEER_TIMEOUT));
+            // Its own error, if any, is not what these tests look at.
+            let _ = send_fd(&path, sender, (1, me()), file.as_fd());
             receiver.join().unwrap()
-        });
-        let err = result.err().unwrap().to_string();
-        assert!(err.contains("not a peer of rank 1"), "{err}");
+        })
     }
 
+    #[test]
+    fn a_sender_claiming_to_be_the_receiver_is_refused() {
+        let err = send_to_rank_1(1, &[me(), me()]).err().unwrap().to_string();
+        assert!(err.contains("not a peer of rank 1"), "{err}");
+    }
     #[test]
     fn a_connection_without_a_descriptor_is_refused() {
         let dir = PrivateDir::create(&std::env::temp_dir()).unwrap();
@@ -726,62 +732,26 @@ mod tests {
         assert!(err.contains("sent 0 descriptors"), "{err}");
     }
 
-    /// A pid that is free now: a child that has exited and been reaped.
-    fn dead_pid() -> u32 {
-        let mut child = std::process::Command::new("true").spawn().unwrap();
-        let pid = child.id();
-        child.wait().unwrap();
-        pid
-    }
-
     #[test]
     fn a_process_that_is_not_one_of_the_ranks_is_refused() {
         // Same user, but not a process of this run: it gets nothing, and
         // what it sends is not taken.
-        let dir = PrivateDir::create(&std::env::temp_dir()).unwrap();
-        let path = socket_path(dir.path(), 1);
-        let listener = listen_at(&path, 1, PEER_TIMEOUT).unwrap();
-        let file = file_with("x");
         let ranks = [dead_pid(), dead_pid()];
-        let result = std::thread::scope(|scope| {
-            let receiver = scope.spawn(|| receive_from_peers(&listener, 1, &ranks, PEER_TIMEOUT));
-            let _ = send_fd(&path, 0, (1, me()), file.as_fd());
-            receiver.join().unwrap()
-        });
-        let err = result.err().unwrap().to_string();
-        assert!(
-            err.contains(&format!(
-                "is process {}, which is not one of this run's ranks",
-                me()
-            )),
-            "{err}"
-        );
+        let err = send_to_rank_1(0, &ranks).err().unwrap().to_string();
+        let expected = format!("is process {}, which is not one of this run's ranks", me());
+        assert!(err.contains(&expected), "{err}");
     }
-
     #[test]
     fn a_rank_must_send_from_its_own_process() {
-        let dir = PrivateDir::create(&std::env::temp_dir()).unwrap();
-        let path = socket_path(dir.path(), 1);
-        let listener = listen_at(&path, 1, PEER_TIMEOUT).unwrap();
-        let file = file_with("x");
+        // Rank 0 is another process; this one, rank 1, sends as rank 0.
         let other = dead_pid();
-        // Rank 0 is `other`; this process is rank 1 and sends as rank 0.
-        let result = std::thread::scope(|scope| {
-            let receiver =
-                scope.spawn(|| receive_from_peers(&listener, 1, &[other, me()], PEER_TIMEOUT));
-            let _ = send_fd(&path, 0, (1, me()), file.as_fd());
-            receiver.join().unwrap()
-        });
-        let err = result.err().unwrap().to_string();
-        assert!(
-            err.contains(&format!(
-                "claims to come from rank 0 (process {other}), but process {} sent it",
-                me()
-            )),
-            "{err}"
+        let err = send_to_rank_1(0, &[other, me()]).err().unwrap().to_string();
+        let expected = format!(
+            "claims to come from rank 0 (process {other}), but process {} sent it",
+            me()
         );
+        assert!(err.contains(&expected), "{err}");
     }
-
     #[test]
     fn a_listener_that_is_not_the_peers_process_gets_nothing() {
         let dir = PrivateDir::create(&std::env::temp_dir()).unwrap();
@@ -803,24 +773,16 @@ mod tests {
     #[test]
     fn a_socket_directory_left_by_a_killed_rank_0_is_removed() {
         let base = tempfile::tempdir().unwrap();
-        let mine = cleanup::owner_prefix(DIR_PREFIX);
-        let this_host = mine.trim_end_matches(&format!("{}-", me()));
-        let stale = base
-            .path()
-            .join(format!("{this_host}{}-AbC123", dead_pid()));
+        let stale = base.path().join(stale_dir_name(DIR_PREFIX));
         std::fs::create_dir(&stale).unwrap();
         std::fs::write(stale.join("rank-0.sock"), b"").unwrap();
-        let live = base.path().join(format!("{this_host}{}-XyZ789", me()));
+        let mine = cleanup::owner_prefix(DIR_PREFIX);
+        let live = base.path().join(format!("{mine}XyZ789"));
         std::fs::create_dir(&live).unwrap();
         let dir = PrivateDir::create(base.path()).unwrap();
         assert!(!stale.exists(), "the stale directory is still there");
         assert!(live.exists(), "a live run's directory was removed");
-        assert!(dir
-            .path()
-            .file_name()
-            .unwrap()
-            .to_str()
-            .unwrap()
-            .starts_with(&mine));
+        let name = dir.path().file_name().unwrap().to_string_lossy();
+        assert!(name.starts_with(&mine), "{name}");
     }
 }

@@ -44,12 +44,7 @@ fn no_leftovers(dir: &std::path::Path) -> Vec<String> {
 /// A socket directory in `dir` as a rank 0 that was killed (SIGKILL) during
 /// the exchange leaves it: named for this host and a process that is gone.
 fn plant_stale_directory(dir: &std::path::Path) -> std::path::PathBuf {
-    let mut child = std::process::Command::new("true").spawn().unwrap();
-    let dead = child.id();
-    child.wait().unwrap();
-    let mine = common::cleanup::owner_prefix("vmm-raw-");
-    let this_host = mine.trim_end_matches(&format!("{}-", std::process::id()));
-    let stale = dir.join(format!("{this_host}{dead}-AbC123"));
+    let stale = dir.join(common::testing::stale_dir_name("vmm-raw-"));
     std::fs::create_dir(&stale).unwrap();
     std::fs::write(stale.join("rank-0.sock"), b"").unwrap();
     stale

@@ -979,12 +979,7 @@ mod tests {
             ..target()
         };
         let root = tmp.path().join("cache");
-        let mut child = Command::new("true").spawn().unwrap();
-        let dead = child.id();
-        child.wait().unwrap();
-        let mine = common::cleanup::owner_prefix(BUILD_PREFIX);
-        let this_host = mine.trim_end_matches(&format!("{}-", std::process::id()));
-        let stale = root.join(format!("{this_host}{dead}-AbC123"));
+        let stale = root.join(common::testing::stale_dir_name(BUILD_PREFIX));
         fs::create_dir_all(&stale).unwrap();
         build_or_reuse(&target, &CacheRoot::Kept(root.clone())).unwrap();
         assert!(!stale.exists());

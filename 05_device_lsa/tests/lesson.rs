@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use common::testing::{gpu_ranks, run_with_timeout, Disturb, LessonUnderTest};
+use common::testing::{gpu_ranks, run_with_timeout, stopped_by_ctrl_c, Disturb};
 
 common::lesson_tests!("05_device_lsa");
 
@@ -103,11 +103,6 @@ fn fault_ctrl_c_stops_a_run_whose_rank_hangs_in_the_kernel() {
     // before the kernel, so rank 0 spins in the kernel's first LSA barrier
     // for ever; Ctrl-C must still end the run, and leave no build directory.
     let ranks = gpu_ranks();
-    let signal = if cfg!(feature = "mpi") {
-        "SIGTERM"
-    } else {
-        "SIGINT (Ctrl-C)"
-    };
     let cache = cache_dir();
     lesson()
         .fault(
@@ -118,8 +113,5 @@ fn fault_ctrl_c_stops_a_run_whose_rank_hangs_in_the_kernel() {
             Disturb::CtrlC(Duration::from_millis(500)),
             &[(&cache, ".build-")],
         )
-        .assert_clean(&format!(
-            "{}stopped by {signal}",
-            LessonUnderTest::rank_prefix(0, ranks)
-        ));
+        .assert_clean(&stopped_by_ctrl_c(0, ranks));
 }

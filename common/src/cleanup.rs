@@ -196,14 +196,7 @@ fn short_host_name() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// A pid that is free now: a child that has exited and been reaped.
-    fn dead_pid() -> u32 {
-        let mut child = std::process::Command::new("true").spawn().unwrap();
-        let pid = child.id();
-        child.wait().unwrap();
-        pid
-    }
+    use crate::testing::dead_pid;
 
     #[test]
     fn owned_directories_are_private_named_for_their_maker_and_removed() {

@@ -285,6 +285,35 @@ pub fn leftovers(dir: &Path, prefixes: &[&str]) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// A process id that is free now: a child's that has exited and been
+/// collected. For directories "left by a process that is gone".
+pub fn dead_pid() -> u32 {
+    let mut child = Command::new("true").spawn().expect("start `true`");
+    let pid = child.id();
+    let _ = child.wait();
+    pid
+}
+
+/// The name of a directory that a process of this host, now gone, made with
+/// `prefix` (see [`cleanup::owner_prefix`](crate::cleanup::owner_prefix)):
+/// what a killed run leaves behind.
+pub fn stale_dir_name(prefix: &str) -> String {
+    let mine = crate::cleanup::owner_prefix(prefix);
+    let this_host = mine.trim_end_matches(&format!("{}-", std::process::id()));
+    format!("{this_host}{}-AbC123", dead_pid())
+}
+
+/// What rank `rank` of `ranks` says when Ctrl-C stops it: in thread mode the
+/// process gets SIGINT; under mpirun, mpirun gets it and sends the ranks SIGTERM.
+pub fn stopped_by_ctrl_c(rank: usize, ranks: usize) -> String {
+    let signal = if cfg!(feature = "mpi") {
+        "SIGTERM"
+    } else {
+        "SIGINT (Ctrl-C)"
+    };
+    format!("[rank {rank}/{ranks}] stopped by {signal}")
+}
+
 /// How long a run may take to end once a rank has gone wrong: the fault
 /// matrix's bound (docs/src/testing.md).
 pub const FAULT_LIMIT: Duration = Duration::from_secs(5);

@@ -428,18 +428,10 @@ mod faults {
 
     const STARTUP: Duration = Duration::from_secs(30);
 
-    #[test]
-    fn a_rank_that_fails_after_the_barrier_ends_the_run() {
-        let end = fault_case(
-            &mut with_fault(3, "fail:1:after:passed the barrier"),
-            "Rank 2 of 3 on device 2 passed the barrier",
-            Disturb::Nothing,
-            STARTUP,
-            &[],
-        );
-        end.assert_clean(
-            "[rank 1/3] error: injected failure (SYMMEM_TEST_FAULT=fail:1:after:passed the barrier)",
-        );
+    /// Runs a case that must end cleanly with exit code 1 and print `names`.
+    fn ends_with_exit_1(cmd: &mut Command, trigger: &str, names: &str) {
+        let end = fault_case(cmd, trigger, Disturb::Nothing, STARTUP, &[]);
+        end.assert_clean(names);
         assert_eq!(
             end.output.status.code(),
             Some(1),
@@ -448,6 +440,14 @@ mod faults {
         );
     }
 
+    #[test]
+    fn a_rank_that_fails_after_the_barrier_ends_the_run() {
+        ends_with_exit_1(
+            &mut with_fault(3, "fail:1:after:passed the barrier"),
+            "rank 1 fails here on purpose",
+            "[rank 1/3] error: injected failure (SYMMEM_TEST_FAULT=fail:1:after:passed the barrier)",
+        );
+    }
     #[test]
     fn ctrl_c_stops_a_run_with_a_hung_rank() {
         let end = fault_case(
@@ -457,36 +457,19 @@ mod faults {
             STARTUP,
             &[],
         );
-        // Threads: the process itself gets SIGINT. MPI: Ctrl-C reaches
-        // mpirun, which stops the ranks with SIGTERM.
-        let stopped = if cfg!(feature = "mpi") {
-            "[rank 1/2] stopped by SIGTERM"
-        } else {
-            "[rank 1/2] stopped by SIGINT (Ctrl-C)"
-        };
-        end.assert_clean(stopped);
+        end.assert_clean(&common::testing::stopped_by_ctrl_c(1, 2));
     }
 
     #[test]
     fn a_rank_whose_release_blocks_after_an_error_does_not_hang_the_run() {
         // The error never returns: the rank is stuck in its guard's Drop. The
         // guard told the launcher first, so the run still ends, naming it.
-        let end = fault_case(
+        ends_with_exit_1(
             probe_command(3).args(["--scenario", "stuck-release", "--rank", "1"]),
             "id shared",
-            Disturb::Nothing,
-            STARTUP,
-            &[],
-        );
-        end.assert_clean("[rank 1/3] error: failed, but its error is still on its way");
-        assert_eq!(
-            end.output.status.code(),
-            Some(1),
-            "{}",
-            describe(&end.output)
+            "[rank 1/3] error: failed, but its error is still on its way",
         );
     }
-
     #[test]
     fn a_malformed_fault_request_is_refused_before_any_rank_starts() {
         let out = run_with_timeout(
