@@ -1,7 +1,7 @@
 //! Lesson 02's tests. CPU tests run everywhere; the GPU tests are ignored by
 //! default: `cargo test -- --include-ignored` on a machine with 2 GPUs
 //! (`GPU_TEST_RANKS=4` for 4). In an MPI build (`--features mpi`) the GPU
-//! tests launch the lesson with mpirun.
+//! tests launch the programs with mpirun.
 //!
 //! The `fault_` tests are the fault matrix's cases for a lesson
 //! (docs/src/testing.md): rank 1 fails before, during or after the
@@ -12,6 +12,76 @@
 use common::testing::{gpu_ranks, Disturb, LessonUnderTest};
 
 common::lesson_tests!("02_allreduce_sm");
+
+/// Runs the lesson on the GPUs with NCCL's tuning log on, and returns what
+/// NCCL logged (stdout and stderr together).
+fn nccl_tuning_log() -> String {
+    let lesson = lesson();
+    let mut cmd = lesson.command(common::testing::gpu_ranks());
+    cmd.env("NCCL_DEBUG", "INFO")
+        .env("NCCL_DEBUG_SUBSYS", "TUNING");
+    let out = common::testing::run_with_timeout(&mut cmd, std::time::Duration::from_secs(300));
+    let log = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.status.code(), Some(0), "{log}");
+    log
+}
+
+/// The point of lesson 02: with both buffers in symmetric windows, NCCL's
+/// log shows its symmetric kernel (every GPU pair must be NVLink- or
+/// P2P-connected, as on the machine the README's runs come from).
+#[test]
+#[ignore = "needs 2 GPUs"]
+fn nccl_runs_its_symmetric_kernel_on_windows() {
+    let log = nccl_tuning_log();
+    assert!(
+        log.contains("AllReduce [Symmetric]: 4194304 Bytes -> Kernel"),
+        "{log}"
+    );
+}
+
+#[test]
+#[ignore = "needs 2 GPUs"]
+fn benchmark_runs_and_finds_no_wrong_element() {
+    let bench = lesson().sibling(
+        "02_allreduce_bench",
+        env!("CARGO_BIN_EXE_02_allreduce_bench"),
+    );
+    // 8 B..1 MiB by 4: 10 sizes, in the three registration modes.
+    let report = bench.assert_benchmark_clean(
+        common::testing::gpu_ranks(),
+        &[
+            "-b", "8", "-e", "1M", "-f", "4", "-n", "5", "-w", "2", "--trials", "2",
+        ],
+        3,
+        10,
+    );
+    assert_eq!(report.series[2].name, "-R 2");
+}
+
+#[test]
+fn benchmark_refuses_min_above_max() {
+    let bench = lesson().sibling(
+        "02_allreduce_bench",
+        env!("CARGO_BIN_EXE_02_allreduce_bench"),
+    );
+    // Refused before the GPU is looked for: the same answer on any machine.
+    let out = bench.run(
+        1,
+        &["-b", "1M", "-e", "1K"],
+        std::time::Duration::from_secs(60),
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("--min-bytes 1048576 is larger than --max-bytes 1024"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
 
 /// Rank 1 fails at `place` (a `SYMMEM_TEST_FAULT` place); the run must end
 /// cleanly and name rank 1.

@@ -83,6 +83,9 @@ fn alltoallv_sm(ctx: &RankContext, args: &Args) -> Result<()> {
     let my_counts = alltoallv_sm::send_counts(args.base_count, size);
     let counts_text: Vec<String> = my_counts.iter().map(usize::to_string).collect();
     ctx.println_root(format!("Send counts per rank: {}", counts_text.join(" ")));
+    // NOTE: the counts are rounded up to whole 16 bytes (2 elements), so every
+    // block starts on a 16-byte boundary: NCCL copies in 16-byte vectors, and
+    // blocks on 8-byte boundaries ran at about half the bandwidth (README).
     // NOTE: every rank checks that the buffers fit and all_ok makes the
     // answer collective: a rank that stopped alone would leave its peers
     // waiting in the next NCCL call.

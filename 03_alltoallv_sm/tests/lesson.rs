@@ -6,9 +6,7 @@
 use std::process::Command;
 use std::time::Duration;
 
-use common::testing::{
-    binary, gpu_ranks, run_with_timeout, stopped_by_ctrl_c, Disturb, LessonUnderTest,
-};
+use common::testing::{gpu_ranks, run_with_timeout, stopped_by_ctrl_c, Disturb};
 
 common::lesson_tests!("03_alltoallv_sm");
 
@@ -72,15 +70,28 @@ fn buffers_larger_than_the_gpu_exit_2() {
     );
 }
 
-/// The benchmark, for the tests that run it.
-fn bench() -> LessonUnderTest {
-    LessonUnderTest {
-        binary: binary(
-            "03_alltoallv_bench",
-            env!("CARGO_BIN_EXE_03_alltoallv_bench"),
-        ),
-        ..lesson()
-    }
+#[test]
+#[ignore = "needs 2 GPUs"]
+fn benchmark_runs_and_finds_no_wrong_element() {
+    let bench = lesson().sibling(
+        "03_alltoallv_bench",
+        env!("CARGO_BIN_EXE_03_alltoallv_bench"),
+    );
+    // 1K..1M by 2: 11 sizes, in the three registration modes.
+    bench.assert_benchmark_clean(
+        gpu_ranks(),
+        &[
+            "-b", "1K", "-e", "1M", "-n", "3", "-w", "1", "--trials", "2",
+        ],
+        3,
+        11,
+    );
+    bench.assert_benchmark_clean(
+        gpu_ranks(),
+        &["-b", "64K", "-e", "1M", "-n", "3", "--unaligned", "-R", "2"],
+        1,
+        5,
+    );
 }
 
 #[test]
@@ -90,40 +101,18 @@ fn fault_ctrl_c_stops_the_benchmark_mid_sweep() {
     // every rank is busy timing. Threads get SIGINT; under mpirun, mpirun
     // gets it and stops the ranks with SIGTERM.
     let ranks = gpu_ranks();
-    bench()
+    let bench = lesson().sibling(
+        "03_alltoallv_bench",
+        env!("CARGO_BIN_EXE_03_alltoallv_bench"),
+    );
+    bench
         .fault(
             ranks,
             None,
-            &["--min-bytes", "1M", "--max-bytes", "1G", "--iters", "50"],
-            "Launch: ",
-            Disturb::CtrlC(Duration::from_secs(3)),
+            &["-b", "1K", "-e", "1G", "-n", "200"],
+            "# -R 0:",
+            Disturb::CtrlC(Duration::from_secs(1)),
             &[],
         )
         .assert_clean(&stopped_by_ctrl_c(0, ranks));
-}
-
-#[test]
-#[ignore = "needs 2 GPUs"]
-fn benchmark_runs_and_finds_no_wrong_element() {
-    let out = bench().run(
-        gpu_ranks(),
-        &["--min-bytes", "1K", "--max-bytes", "1M", "--iters", "3"],
-        Duration::from_secs(300),
-    );
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let rows: Vec<&str> = stdout
-        .lines()
-        .filter(|l| !l.starts_with('#') && l.trim_start().starts_with(|c: char| c.is_ascii_digit()))
-        .collect();
-    assert_eq!(rows.len(), 11, "1K..1M by 2: {stdout}");
-    for row in rows {
-        let wrong: Vec<&str> = row.split_whitespace().skip(3).skip(3).step_by(4).collect();
-        assert_eq!(wrong, vec!["0", "0", "0"], "{row}");
-    }
 }

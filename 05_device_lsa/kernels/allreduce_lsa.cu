@@ -35,7 +35,14 @@ allreduce_lsa(ncclWindow_t sendwin, size_t sendoffset,
   // visible to us.
   bar.sync(ncclCoopCta(), cuda::memory_order_acquire);
 
-  const int rank = devComm.rank, nRanks = devComm.nRanks;
+  // NOTE: peers are numbered within the LSA team (the ranks this GPU reaches
+  // by loads and stores), which is what ncclGetLsaPointer takes. NVIDIA's
+  // example uses the world rank and size (devComm.rank, devComm.nRanks);
+  // they agree only while the LSA team is the whole communicator, as it is
+  // in NCCL 2.28, which gives symmetric memory to single-node communicators
+  // only. Across nodes the world rank would index the wrong peer.
+  const ncclTeam lsa = ncclTeamLsa(devComm);
+  const int rank = lsa.rank, nRanks = lsa.nRanks;
 
   // Threads of all ranks together cover the elements once: rank r's block b
   // owns the chunk of blockDim.x elements at (b * nRanks + r), then strides by

@@ -22,15 +22,31 @@ size_t devcomm_shim_align(void) { return alignof(ncclDevComm); }
 // that it is the NCCL instance the host itself loaded.
 void* devcomm_shim_nccl_symbol(void) { return (void*)&ncclGetVersion; }
 
+size_t devcomm_shim_ll_handle_size(void) { return sizeof(ncclLLA2AHandle); }
+
 // ncclDevCommCreate with lsaBarrierCount LSA barriers, into `out`
-// (devcomm_shim_size() bytes, devcomm_shim_align()-aligned).
-int devcomm_shim_create(ncclComm_t comm, int lsaBarrierCount, void* out) {
+// (devcomm_shim_size() bytes, devcomm_shim_align()-aligned). With llBlocks
+// > 0 it also asks for an LL all-to-all staging buffer (the fast kernel's
+// one-shot path) of llSlots 8-byte slots per block, and writes its handle
+// to `llOut` (devcomm_shim_ll_handle_size() bytes, passed to the kernel).
+int devcomm_shim_create(ncclComm_t comm, int lsaBarrierCount, int llBlocks, int llSlots,
+                        void* out, void* llOut) {
 #ifdef NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER
   ncclDevCommRequirements reqs = NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER;  // 2.29+: sets size, magic, version
 #else
   ncclDevCommRequirements reqs = {};  // 2.28: no initializer; all-zero requests nothing
 #endif
   reqs.lsaBarrierCount = lsaBarrierCount;
+  ncclDevResourceRequirements ll = {};
+  if (llBlocks > 0) {
+    // Fills the handle's slot count and the buffer's size; ncclDevCommCreate
+    // allocates the buffer in every rank's symmetric memory and writes the
+    // buffer's handle into the LL handle.
+    ncclLLA2AHandle* handle = static_cast<ncclLLA2AHandle*>(llOut);
+    ncclResult_t res = ncclLLA2ACreateRequirement(llBlocks, llSlots, handle, &ll);
+    if (res != ncclSuccess) return (int)res;
+    reqs.resourceRequirementsList = &ll;
+  }
   return (int)ncclDevCommCreate(comm, &reqs, static_cast<ncclDevComm*>(out));
 }
 

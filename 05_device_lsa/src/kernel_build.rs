@@ -26,6 +26,11 @@ pub const KERNEL_SOURCE: &str = include_str!("../kernels/allreduce_lsa.cu");
 pub const SHIM_SOURCE: &str = include_str!("../kernels/devcomm_shim.cu");
 /// The kernel's entry point (declared `extern "C"` in the source).
 pub const KERNEL_NAME: &str = "allreduce_lsa";
+/// The fast kernels (`--kernel fast`), also compiled in as source.
+pub const FAST_SOURCE: &str = include_str!("../kernels/allreduce_lsa_fast.cu");
+/// 8-byte units one block of the fast one-shot kernel carries: its LL
+/// staging buffer is sized for this, and the kernel is compiled with it.
+pub const LL_UNITS_PER_BLOCK: u32 = 2048;
 
 /// The environment variables that steer the search, captured once so that the
 /// search is a pure function the tests can drive.
@@ -197,6 +202,7 @@ impl Target {
             format!("-arch={}", self.arch),
             "-cubin".into(),
             format!("-DALLREDUCE_THREADS={}", self.threads),
+            format!("-DLL_UNITS_PER_BLOCK={LL_UNITS_PER_BLOCK}"),
             format!("-I{}", self.include.display()),
         ]
     }
@@ -231,6 +237,7 @@ impl Target {
         let mut hash = Sha256::new();
         for part in [
             KERNEL_SOURCE,
+            FAST_SOURCE,
             SHIM_SOURCE,
             &self.nvcc_version,
             &self.nccl.to_string(),
@@ -284,6 +291,8 @@ pub fn cache_root(env: &Env) -> CacheRoot {
 #[derive(Debug, Clone)]
 pub struct Built {
     pub cubin: PathBuf,
+    /// The fast kernels' module.
+    pub fast_cubin: PathBuf,
     pub shim: PathBuf,
     /// False if the cache already held this build.
     pub compiled: bool,
@@ -293,9 +302,19 @@ pub struct Built {
     _private: Option<Arc<OwnedDir>>,
 }
 
-/// The build directory's file names: the kernel's cubin and the shim.
-fn outputs(dir: &Path) -> (PathBuf, PathBuf) {
-    (dir.join("allreduce_lsa.cubin"), dir.join("devcomm_shim.so"))
+/// The files a build directory holds.
+struct Outputs {
+    cubin: PathBuf,
+    fast_cubin: PathBuf,
+    shim: PathBuf,
+}
+
+fn outputs(dir: &Path) -> Outputs {
+    Outputs {
+        cubin: dir.join("allreduce_lsa.cubin"),
+        fast_cubin: dir.join("allreduce_lsa_fast.cubin"),
+        shim: dir.join("devcomm_shim.so"),
+    }
 }
 
 /// The cached build for `target`, compiling it first if the cache lacks it.
@@ -311,13 +330,18 @@ pub fn build_or_reuse(target: &Target, cache_root: &CacheRoot) -> Result<Built> 
         CacheRoot::Private { why } => return build_private(target, start, why),
     };
     let dir = root.join(target.cache_key());
-    let (cubin, shim) = outputs(&dir);
-    if cubin.is_file() && shim.is_file() {
-        if let Err(why) = check_cached(&[&dir, &cubin, &shim]) {
+    let Outputs {
+        cubin,
+        fast_cubin,
+        shim,
+    } = outputs(&dir);
+    if cubin.is_file() && fast_cubin.is_file() && shim.is_file() {
+        if let Err(why) = check_cached(&[&dir, &cubin, &fast_cubin, &shim]) {
             return build_private(target, start, &why);
         }
         return Ok(Built {
             cubin,
+            fast_cubin,
             shim,
             compiled: false,
             seconds: start.elapsed().as_secs_f64(),
@@ -335,10 +359,11 @@ pub fn build_or_reuse(target: &Target, cache_root: &CacheRoot) -> Result<Built> 
     if let Err((work, _)) = work.rename_to(&dir) {
         // Someone else finished first; theirs is the same build.
         drop(work);
-        check_cached(&[&dir, &cubin, &shim]).map_err(anyhow::Error::msg)?;
+        check_cached(&[&dir, &cubin, &fast_cubin, &shim]).map_err(anyhow::Error::msg)?;
     }
     Ok(Built {
         cubin,
+        fast_cubin,
         shim,
         compiled: true,
         seconds: start.elapsed().as_secs_f64(),
@@ -384,9 +409,14 @@ fn build_private(target: &Target, start: Instant, why: &str) -> Result<Built> {
             dir
         }
     };
-    let (cubin, shim) = outputs(dir.path());
+    let Outputs {
+        cubin,
+        fast_cubin,
+        shim,
+    } = outputs(dir.path());
     Ok(Built {
         cubin,
+        fast_cubin,
         shim,
         compiled,
         seconds: start.elapsed().as_secs_f64(),
@@ -402,6 +432,7 @@ const PRIVATE_PREFIX: &str = "nccl-symmem-rs-05-";
 fn compile_into(target: &Target, dir: &Path) -> Result<()> {
     std::fs::write(dir.join("allreduce_lsa.cu"), KERNEL_SOURCE)?;
     std::fs::write(dir.join("devcomm_shim.cu"), SHIM_SOURCE)?;
+    std::fs::write(dir.join("allreduce_lsa_fast.cu"), FAST_SOURCE)?;
     nvcc(
         target,
         &target.kernel_args(),
@@ -411,13 +442,24 @@ fn compile_into(target: &Target, dir: &Path) -> Result<()> {
     )?;
     nvcc(
         target,
+        &target.kernel_args(),
+        dir,
+        "allreduce_lsa_fast.cu",
+        "allreduce_lsa_fast.cubin",
+    )?;
+    nvcc(
+        target,
         &target.shim_args(),
         dir,
         "devcomm_shim.cu",
         "devcomm_shim.so",
     )?;
-    let (cubin, shim) = outputs(dir);
-    for file in [cubin, shim] {
+    let Outputs {
+        cubin,
+        fast_cubin,
+        shim,
+    } = outputs(dir);
+    for file in [cubin, fast_cubin, shim] {
         let mode = std::fs::metadata(&file)
             .with_context(|| format!("nvcc made no {}", file.display()))?
             .permissions()
@@ -817,6 +859,7 @@ mod tests {
         let root = tmp.path().join("cache");
         let dir = root.join(target.cache_key());
         touch(&dir.join("allreduce_lsa.cubin"));
+        touch(&dir.join("allreduce_lsa_fast.cubin"));
         touch(&dir.join("devcomm_shim.so"));
         let built = build_or_reuse(&target, &CacheRoot::Kept(root)).unwrap();
         assert!(!built.compiled);

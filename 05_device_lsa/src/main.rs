@@ -30,11 +30,15 @@
 //! mpirun -np 2 target/release/05_device_lsa             # one process per GPU
 //! ```
 //!
-//! Left out on purpose: vectorised loads, multimem (NVLink SHARP) and the
-//! GPU-initiated networking (GIN) half of the device API, which needs a network.
-
-mod kernel_build;
-mod shim;
+//! With `--kernel fast` it runs part two instead,
+//! [`kernels/allreduce_lsa_fast.cu`](../kernels/allreduce_lsa_fast.cu): the
+//! same AllReduce made as fast as the links allow (16-byte vectors, a grid
+//! sized to the GPU, a barrier-free one-shot over NCCL's LL protocol for
+//! small buffers, a two-shot for large ones; see `fast.rs` and the README's
+//! "Making it fast"). `05_allreduce_bench` measures both against NCCL.
+//!
+//! Left out on purpose: multimem (NVLink SHARP) and the GPU-initiated
+//! networking (GIN) half of the device API, which needs a network.
 
 use std::ffi::{c_void, CString};
 use std::process::ExitCode;
@@ -42,13 +46,13 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 use common::nccl::{sys, Communicator, NcclBuffer, Window, NCCL_WIN_COLL_SYMMETRIC};
 use common::verify::check_all;
-use common::{CannotRun, Lesson, NcclVersion, Needs, NoArgs, RankContext};
+use common::{CannotRun, Lesson, NcclVersion, Needs, RankContext};
 use cudarc::driver::{result as cu, sys as cu_sys, CudaContext};
-use kernel_build::{
-    build_or_reuse, cache_root, check_same_release, find_nccl_headers, find_nvcc, header_version,
-    Env, Target,
-};
-use shim::{loaded_nccl, DevComm, Shim};
+use device_lsa::fast::{self, FastKernels, FastOptions};
+use device_lsa::kernel_build::{self, build_or_reuse, cache_root, Env};
+use device_lsa::launch::{AllReduceArgs, Module};
+use device_lsa::shim::{DevComm, Shim};
+use device_lsa::{build_target, THREADS};
 
 /// Elements per buffer: 1M floats (4 MiB), as in NCCL's example.
 const COUNT: usize = 1024 * 1024;
@@ -56,8 +60,22 @@ const COUNT: usize = 1024 * 1024;
 /// constant for both, because block `b` synchronises on barrier `b`. More
 /// blocks than barriers would make blocks share a barrier and corrupt it.
 const BLOCKS: u32 = 16;
-/// Threads per block.
-const THREADS: u32 = 512;
+
+/// Which kernel runs.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+enum Kernel {
+    /// NVIDIA's example kernel, kernels/allreduce_lsa.cu.
+    Simple,
+    /// Part two, kernels/allreduce_lsa_fast.cu: one-shot over LL or two-shot, by size.
+    Fast,
+}
+
+#[derive(clap::Args, Debug)]
+struct Args {
+    /// The AllReduce kernel to run.
+    #[arg(long, value_enum, default_value_t = Kernel::Simple)]
+    kernel: Kernel,
+}
 
 const LESSON: Lesson = Lesson {
     name: "05_device_lsa",
@@ -73,7 +91,7 @@ fn main() -> ExitCode {
 }
 
 /// Runs on every rank at once (a thread or an MPI process each).
-fn device_lsa(ctx: &RankContext, _: &NoArgs) -> Result<()> {
+fn device_lsa(ctx: &RankContext, args: &Args) -> Result<()> {
     let (rank, size) = (ctx.rank(), ctx.size());
     ctx.println_root("Starting Device API AllReduce initialization");
 
@@ -111,8 +129,12 @@ fn device_lsa(ctx: &RankContext, _: &NoArgs) -> Result<()> {
         Some(built) => built,
         None => build_or_reuse(&target, &cache).context("Step 2: build the kernel")?,
     };
+    let source = match args.kernel {
+        Kernel::Simple => "allreduce_lsa.cu",
+        Kernel::Fast => "allreduce_lsa_fast.cu",
+    };
     ctx.println_root(format!(
-        "Kernel allreduce_lsa.cu built for {} against NCCL {} headers in {}",
+        "Kernel {source} built for {} against NCCL {} headers in {}",
         target.arch,
         target.nccl,
         target.include.display()
@@ -136,11 +158,14 @@ fn device_lsa(ctx: &RankContext, _: &NoArgs) -> Result<()> {
     // SAFETY: the context is current (Step 1) and `cubin` is a complete ELF image.
     let module = unsafe { cu::module::load_data(cubin.as_ptr().cast()) }
         .context("Step 3: cuModuleLoadData")?;
-    let module = Module(module);
+    let module = Module::adopt(module);
     // SAFETY: the module is loaded; the name is the kernel's extern "C" name.
     let kernel =
-        unsafe { cu::module::get_function(module.0, CString::new(kernel_build::KERNEL_NAME)?) }
+        unsafe { cu::module::get_function(module.raw(), CString::new(kernel_build::KERNEL_NAME)?) }
             .context("Step 3: cuModuleGetFunction")?;
+    // Part two's kernels live in their own module (see fast.rs).
+    let fast_module = Module::load(&built.fast_cubin).context("Step 3: load the fast kernels")?;
+    let fast_kernels = FastKernels::load(&fast_module).context("Step 3: load the fast kernels")?;
     let shim = Shim::load(&built.shim, target.nccl).context("Step 3: load the shim")?;
     ctx.println_root(format!(
         "ncclDevComm is {} bytes in NCCL {} (opaque to Rust: only the shim knows its layout)",
@@ -173,13 +198,34 @@ fn device_lsa(ctx: &RankContext, _: &NoArgs) -> Result<()> {
     // Step 7: Create the device communicator with one LSA barrier per block (ncclDevCommCreate, through the shim).
     // NOTE: collective, like the window registration. The device communicator
     // is a plain struct the kernel takes by value; its barriers live in memory
-    // NCCL allocated for this communicator.
-    let dev_comm = DevComm::create(&shim, &comm, BLOCKS).context("Step 7: ncclDevCommCreate")?;
+    // NCCL allocated for this communicator. The fast kernels run up to one
+    // block per multiprocessor, and their one-shot path needs an LL staging
+    // buffer, a resource the device communicator allocates too.
+    let multiprocessors = gpu
+        .attribute(cu_sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+        .context("Step 7: multiprocessor count")? as u32;
+    let fast_options = FastOptions::for_gpu(multiprocessors);
+    let mut dev_comm = match args.kernel {
+        Kernel::Simple => DevComm::create(&shim, &comm, BLOCKS, None),
+        Kernel::Fast => {
+            ctx.all_ok(fast::check_ranks(size).map_err(Into::into))?;
+            let (barriers, staging) = fast::requirements(&fast_options, size, BLOCKS);
+            DevComm::create(&shim, &comm, barriers, Some(staging))
+        }
+    }
+    .context("Step 7: ncclDevCommCreate")?;
+    let barriers = match args.kernel {
+        Kernel::Simple => format!("{BLOCKS} LSA barriers"),
+        Kernel::Fast => format!(
+            "{} LSA barriers and an LL staging buffer",
+            fast_options.twoshot_max_blocks.max(BLOCKS)
+        ),
+    };
     ctx.println_ordered(format!(
-        "  Rank {rank} created device communicator with {BLOCKS} LSA barriers"
+        "  Rank {rank} created device communicator with {barriers}"
     ))?;
 
-    // Step 8: Launch the kernel: 16 blocks of 512 threads, the device communicator passed by value.
+    // Step 8: Launch the kernel on this rank's stream, the device communicator passed by value.
     // cuLaunchKernel takes one pointer per kernel parameter and copies as many
     // bytes as the parameter's type has, so the devComm bytes travel by value.
     // NOTE: the host copy in Step 6 and the kernel share `stream`, so the send
@@ -194,29 +240,48 @@ fn device_lsa(ctx: &RankContext, _: &NoArgs) -> Result<()> {
         "Expected result: sum of ranks 0 to {} = {expected} per element",
         size - 1
     ));
-    let (mut send_win, mut recv_win) = (send_window.as_raw(), recv_window.as_raw());
-    let (mut send_offset, mut recv_offset, mut count) = (0usize, 0usize, COUNT);
-    let mut params: [*mut c_void; 6] = [
-        (&mut send_win as *mut sys::ncclWindow_t).cast(),
-        (&mut send_offset as *mut usize).cast(),
-        (&mut recv_win as *mut sys::ncclWindow_t).cast(),
-        (&mut recv_offset as *mut usize).cast(),
-        (&mut count as *mut usize).cast(),
-        dev_comm.as_kernel_arg(),
-    ];
-    // SAFETY: the parameters match the kernel's signature (window, size_t,
-    // window, size_t, size_t, ncclDevComm) and outlive the launch call.
-    unsafe {
-        cu::launch_kernel(
-            kernel,
-            (BLOCKS, 1, 1),
-            (THREADS, 1, 1),
-            0,
-            stream.cu_stream(),
-            &mut params,
-        )
+    match args.kernel {
+        Kernel::Simple => {
+            // 16 blocks of 512 threads, as in NVIDIA's example.
+            let (mut send_win, mut recv_win) = (send_window.as_raw(), recv_window.as_raw());
+            let (mut send_offset, mut recv_offset, mut count) = (0usize, 0usize, COUNT);
+            let mut params: [*mut c_void; 6] = [
+                (&mut send_win as *mut sys::ncclWindow_t).cast(),
+                (&mut send_offset as *mut usize).cast(),
+                (&mut recv_win as *mut sys::ncclWindow_t).cast(),
+                (&mut recv_offset as *mut usize).cast(),
+                (&mut count as *mut usize).cast(),
+                dev_comm.as_kernel_arg(),
+            ];
+            // SAFETY: the parameters match the kernel's signature (window, size_t,
+            // window, size_t, size_t, ncclDevComm) and outlive the launch call.
+            unsafe {
+                cu::launch_kernel(
+                    kernel,
+                    (BLOCKS, 1, 1),
+                    (THREADS, 1, 1),
+                    0,
+                    stream.cu_stream(),
+                    &mut params,
+                )
+            }
+            .context("Step 8: cuLaunchKernel")?;
+        }
+        Kernel::Fast => {
+            // One-shot or two-shot by size, with its grid (fast.rs).
+            let path = fast::choose(COUNT, size, &fast_options);
+            let args = AllReduceArgs {
+                send_window: send_window.as_raw(),
+                send_offset: 0,
+                recv_window: recv_window.as_raw(),
+                recv_offset: 0,
+                count: COUNT,
+            };
+            fast_kernels
+                .launch(path, &stream, args, &mut dev_comm)
+                .context("Step 8: launch the fast kernel")?;
+        }
     }
-    .context("Step 8: cuLaunchKernel")?;
     stream
         .synchronize()
         .context("Step 8: wait for the kernel")?;
@@ -247,42 +312,7 @@ fn device_lsa(ctx: &RankContext, _: &NoArgs) -> Result<()> {
     recv.free().context("Step 10: free the receive buffer")?;
     comm.destroy()
         .context("Step 10: destroy the communicator")?;
+    drop(fast_module);
     drop(module);
     Ok(())
-}
-
-/// Everything the build depends on: nvcc, the headers of the loaded NCCL (of
-/// the same release), and this GPU's architecture.
-fn build_target(major: i32, minor: i32) -> Result<Target> {
-    let env = Env::from_process();
-    let nccl = loaded_nccl()?;
-    let nvcc = find_nvcc(&env)?;
-    let include = find_nccl_headers(&env, &nccl.path)?;
-    check_same_release(
-        header_version(&include)?,
-        &include,
-        nccl.version,
-        &nccl.path,
-    )?;
-    Ok(Target {
-        arch: format!("sm_{major}{minor}"),
-        nvcc_version: kernel_build::nvcc_version(&nvcc)?,
-        nvcc,
-        include,
-        nccl: nccl.version,
-        library: nccl.path,
-        threads: THREADS,
-    })
-}
-
-/// A loaded CUDA module, unloaded on drop.
-struct Module(cu_sys::CUmodule);
-
-impl Drop for Module {
-    fn drop(&mut self) {
-        // SAFETY: loaded in Step 3 and not used after this.
-        if let Err(err) = unsafe { cu::module::unload(self.0) } {
-            eprintln!("warning: cleanup: cuModuleUnload: {err}");
-        }
-    }
 }

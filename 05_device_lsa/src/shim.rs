@@ -13,39 +13,15 @@ use std::ffi::{c_int, c_void};
 use std::path::Path;
 
 use anyhow::{bail, ensure, Context, Result};
-use common::nccl::{sys, Communicator, NcclCheck};
-use common::preflight::{library_path, NcclLibrary};
+use common::nccl::{nccl_get_version_address, sys, Communicator, NcclCheck};
+use common::preflight::library_path;
 use common::{CannotRun, NcclVersion};
-
-/// The NCCL this process loaded (through cudarc): its version and its file.
-pub fn loaded_nccl() -> Result<NcclLibrary> {
-    let mut code: c_int = 0;
-    // SAFETY: writes one int.
-    unsafe { sys::ncclGetVersion(&mut code) }.check("ncclGetVersion")?;
-    let path = library_path(nccl_get_version_address()? as usize)
-        .context("find the loaded NCCL's file")?;
-    Ok(NcclLibrary {
-        version: NcclVersion::from_code(code as u32),
-        path,
-    })
-}
-
-/// `ncclGetVersion`'s address in the NCCL that cudarc loaded.
-fn nccl_get_version_address() -> Result<*const c_void> {
-    // SAFETY: cudarc's NCCL handle; looking up a symbol has no side effects.
-    unsafe {
-        let symbol: libloading::Symbol<unsafe extern "C" fn(*mut c_int) -> sys::ncclResult_t> =
-            sys::culib()
-                .get(b"ncclGetVersion\0")
-                .context("look up ncclGetVersion")?;
-        Ok(*symbol as *const c_void)
-    }
-}
 
 type VersionFn = unsafe extern "C" fn() -> c_int;
 type SizeFn = unsafe extern "C" fn() -> usize;
 type SymbolFn = unsafe extern "C" fn() -> *mut c_void;
-type CreateFn = unsafe extern "C" fn(sys::ncclComm_t, c_int, *mut c_void) -> c_int;
+type CreateFn =
+    unsafe extern "C" fn(sys::ncclComm_t, c_int, c_int, c_int, *mut c_void, *mut c_void) -> c_int;
 type DestroyFn = unsafe extern "C" fn(sys::ncclComm_t, *const c_void) -> c_int;
 
 /// The loaded shim library.
@@ -53,6 +29,8 @@ pub struct Shim {
     create: CreateFn,
     destroy: DestroyFn,
     layout: Layout,
+    /// `sizeof(ncclLLA2AHandle)`.
+    ll_handle_size: usize,
     // Last: the functions above point into it.
     _library: libloading::Library,
 }
@@ -79,6 +57,7 @@ impl Shim {
             let nccl_symbol: SymbolFn = *library.get(b"devcomm_shim_nccl_symbol\0")?;
             let create: CreateFn = *library.get(b"devcomm_shim_create\0")?;
             let destroy: DestroyFn = *library.get(b"devcomm_shim_destroy\0")?;
+            let ll_handle_size: SizeFn = *library.get(b"devcomm_shim_ll_handle_size\0")?;
 
             let built_for = NcclVersion::from_code(header_version() as u32);
             ensure!(
@@ -97,6 +76,7 @@ impl Shim {
                 create,
                 destroy,
                 layout,
+                ll_handle_size: ll_handle_size(),
                 _library: library,
             })
         }
@@ -115,23 +95,54 @@ pub struct DevComm<'a> {
     shim: &'a Shim,
     comm: &'a Communicator,
     bytes: *mut u8,
+    /// The `ncclLLA2AHandle` of the LL staging buffer, if one was asked for.
+    ll_handle: Option<Vec<u64>>,
+}
+
+/// An LL all-to-all staging buffer to ask for along with the device
+/// communicator (`ncclLLA2ACreateRequirement`): `blocks` blocks of `slots`
+/// 8-byte slots each.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LlStaging {
+    pub blocks: u32,
+    pub slots: u32,
 }
 
 impl<'a> DevComm<'a> {
     /// `ncclDevCommCreate(comm, &reqs, &devComm)` with `reqs.lsaBarrierCount
-    /// = lsa_barriers`, through the shim. Collective: every rank calls it.
-    pub fn create(shim: &'a Shim, comm: &'a Communicator, lsa_barriers: u32) -> Result<Self> {
+    /// = lsa_barriers` and, with `ll`, an LL staging buffer among the
+    /// resources, through the shim. Collective: every rank calls it.
+    pub fn create(
+        shim: &'a Shim,
+        comm: &'a Communicator,
+        lsa_barriers: u32,
+        ll: Option<LlStaging>,
+    ) -> Result<Self> {
         // SAFETY: the layout has a non-zero size (a struct with members).
         let bytes = unsafe { alloc_zeroed(shim.layout) };
         ensure!(!bytes.is_null(), "out of host memory for ncclDevComm");
-        let dev_comm = Self { shim, comm, bytes };
-        // SAFETY: `bytes` is a zeroed, aligned ncclDevComm-sized buffer.
-        let status = unsafe { (shim.create)(comm.as_raw(), lsa_barriers as c_int, bytes.cast()) };
+        // u64 words: the handle's 4-byte members stay aligned.
+        let mut ll_handle = ll.map(|_| vec![0u64; shim.ll_handle_size.div_ceil(8)]);
+        let ll_out = ll_handle
+            .as_mut()
+            .map_or(std::ptr::null_mut(), |h| h.as_mut_ptr().cast::<c_void>());
+        let (ll_blocks, ll_slots) = ll.map_or((0, 0), |l| (l.blocks, l.slots));
+        // SAFETY: `bytes` is a zeroed, aligned ncclDevComm-sized buffer;
+        // `ll_out` is NULL or holds sizeof(ncclLLA2AHandle) bytes.
+        let status = unsafe {
+            (shim.create)(
+                comm.as_raw(),
+                lsa_barriers as c_int,
+                ll_blocks as c_int,
+                ll_slots as c_int,
+                bytes.cast(),
+                ll_out,
+            )
+        };
         if status != 0 {
             // Nothing was created: free the bytes without ncclDevCommDestroy.
             // SAFETY: allocated above with this layout.
             unsafe { dealloc(bytes, shim.layout) };
-            std::mem::forget(dev_comm);
             let err = match nccl_result(status).check("ncclDevCommCreate") {
                 Err(err) => err,
                 Ok(()) => unreachable!("status {status} is not ncclSuccess"),
@@ -149,13 +160,24 @@ impl<'a> DevComm<'a> {
             }
             return Err(err.into());
         }
-        Ok(dev_comm)
+        Ok(Self {
+            shim,
+            comm,
+            bytes,
+            ll_handle,
+        })
     }
 
     /// The kernel argument: a pointer to the `ncclDevComm` bytes, which
     /// `cuLaunchKernel` copies into the kernel's parameter space.
     pub fn as_kernel_arg(&self) -> *mut c_void {
         self.bytes.cast()
+    }
+
+    /// The kernel argument for the LL staging buffer's handle
+    /// (`ncclLLA2AHandle`, by value), if one was asked for.
+    pub fn ll_handle_arg(&mut self) -> Option<*mut c_void> {
+        self.ll_handle.as_mut().map(|h| h.as_mut_ptr().cast())
     }
 
     /// `ncclDevCommDestroy(comm, &devComm)`.

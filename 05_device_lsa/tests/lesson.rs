@@ -83,6 +83,97 @@ fn one_rank_has_no_symmetric_memory_and_exits_2() {
     assert!(stderr.contains("use NTHREADS=2 or more"), "{stderr}");
 }
 
+/// Part two: the fast kernel verifies like the simple one.
+#[test]
+#[ignore = "needs 2 GPUs"]
+fn the_fast_kernel_verifies() {
+    let out = lesson().run(gpu_ranks(), &["--kernel", "fast"], Duration::from_secs(300));
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    for line in [
+        "Kernel allreduce_lsa_fast.cu built for sm_",
+        "LSA barriers and an LL staging buffer",
+        "AllReduce completed. Result verification: PASSED",
+    ] {
+        assert!(stdout.contains(line), "{line:?} missing:\n{stdout}");
+    }
+}
+
+fn bench() -> common::testing::LessonUnderTest {
+    lesson().sibling(
+        "05_allreduce_bench",
+        env!("CARGO_BIN_EXE_05_allreduce_bench"),
+    )
+}
+
+#[test]
+#[ignore = "needs 2 GPUs"]
+fn benchmark_runs_and_finds_no_wrong_element() {
+    // 8 B..4 MiB by 8: 8 sizes, both paths of the fast kernel.
+    let args = [
+        "-b", "8", "-e", "4M", "-f", "8", "-n", "5", "-w", "2", "--trials", "2",
+    ];
+    bench().assert_benchmark_clean(gpu_ranks(), &args, 3, 8);
+}
+
+/// Fresh random data, poisoned output, in place and out of place, for every
+/// kernel at the sizes and offsets where vector code goes wrong: one float,
+/// counts that are no multiple of 4 or of the block, and offsets that
+/// misalign the buffers (alike, and differently).
+#[test]
+#[ignore = "needs 2 GPUs"]
+fn every_kernel_is_right_at_awkward_sizes_and_offsets() {
+    let all = "nccl,simple,vec16,twoshot,oneshot,fast";
+    let quick = ["-n", "2", "-w", "1", "--trials", "1", "--kernels", all];
+    for (sizes, offsets) in [
+        (["-b", "4", "-e", "4"], ["0", "0"]),
+        (["-b", "12", "-e", "12"], ["4", "4"]),
+        (["-b", "1000012", "-e", "1000012"], ["0", "0"]),
+        (["-b", "1000012", "-e", "1000012"], ["20", "36"]),
+        (["-b", "1000012", "-e", "1000012"], ["4", "12"]),
+        (["-b", "4000012", "-e", "4000012"], ["8", "8"]),
+    ] {
+        let kernels: Vec<&str> = if sizes[1] == "4000012" {
+            vec![
+                "-n",
+                "2",
+                "-w",
+                "1",
+                "--trials",
+                "1",
+                "--kernels",
+                "nccl,simple,vec16,twoshot,fast",
+            ]
+        } else {
+            quick.to_vec()
+        };
+        let mut args: Vec<&str> = sizes.to_vec();
+        args.extend(["--send-offset", offsets[0], "--recv-offset", offsets[1]]);
+        args.extend(kernels.iter().copied());
+        let series = kernels.last().unwrap().split(',').count();
+        bench().assert_benchmark_clean(gpu_ranks(), &args, series, 1);
+    }
+}
+
+#[test]
+fn benchmark_refuses_bad_offsets_and_oversized_oneshot_before_the_gpu() {
+    for (args, reason) in [
+        (&["--send-offset", "2"][..], "must be multiples of 4 bytes"),
+        (
+            &["-e", "2M", "--kernels", "oneshot"][..],
+            "the oneshot kernel carries at most 1048576 bytes",
+        ),
+    ] {
+        let out = bench().run(1, args, Duration::from_secs(60));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert!(stderr.contains(reason), "{reason:?} missing:\n{stderr}");
+    }
+}
+
 /// Where this user's kernel cache is, as the lesson finds it.
 fn cache_dir() -> std::path::PathBuf {
     let absolute = |name| {

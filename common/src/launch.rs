@@ -11,7 +11,6 @@ use crate::cli::{after_help, Cli};
 pub use crate::preflight::Needs;
 use crate::preflight::System;
 use crate::rank::RankContext;
-#[cfg(not(feature = "mpi"))]
 use crate::CannotRun;
 
 /// How long the launcher waits for the other ranks once one has failed,
@@ -40,6 +39,22 @@ where
     A: clap::Args + Sync,
     F: Fn(&RankContext, &A) -> Result<()> + Sync,
 {
+    run_checked(lesson, |_| Ok(()), body)
+}
+
+/// [`run`], with `check` run on the parsed options before anything else: an
+/// option that cannot work (a benchmark's `--min-bytes` above its
+/// `--max-bytes`, say) is refused with exit code 2 on any machine, before the
+/// GPU and NCCL are looked for.
+pub fn run_checked<A, F>(
+    lesson: &Lesson,
+    check: impl Fn(&A) -> Result<(), CannotRun>,
+    body: F,
+) -> ExitCode
+where
+    A: clap::Args + Sync,
+    F: Fn(&RankContext, &A) -> Result<()> + Sync,
+{
     let command = Cli::<A>::command()
         .name(lesson.name)
         .about(lesson.about)
@@ -48,9 +63,12 @@ where
         Ok(cli) => cli,
         Err(err) => err.exit(),
     };
-    if let Err(problem) = crate::fault::check_request() {
+    // The tests' fault hook is checked like an option (see fault.rs).
+    let checked = check(&cli.lesson).and_then(|()| crate::fault::check_request());
+    if let Err(problem) = checked {
         eprintln!(
-            "error: {}{}",
+            "error: {}: {}{}",
+            lesson.name,
             problem.reason,
             crate::error::fix_lines(&problem.fix, "  ")
         );

@@ -43,6 +43,15 @@ pub mod verify;
 pub use cleanup::host_name;
 pub use cli::{LaunchArgs, NoArgs, MAX_THREAD_RANKS};
 pub use error::{exit_code, CannotRun, PeerFailed, EXIT_CANNOT_RUN, EXIT_FAILED, EXIT_OK};
-pub use launch::{run, Lesson, Needs, ABANDON_AFTER};
+pub use launch::{run, run_checked, Lesson, Needs, ABANDON_AFTER};
 pub use preflight::NcclVersion;
 pub use rank::{leaving_on_error, RankContext};
+
+/// How this build starts its ranks: `"threads"` (default) or `"mpi"`.
+pub fn launch_mode() -> &'static str {
+    if cfg!(feature = "mpi") {
+        "mpi"
+    } else {
+        "threads"
+    }
+}

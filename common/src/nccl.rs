@@ -30,7 +30,8 @@ use anyhow::{ensure, Context, Result};
 use cudarc::driver::{result as cu, CudaStream};
 pub use cudarc::nccl::sys;
 
-use crate::{CannotRun, RankContext};
+use crate::preflight::{library_path, NcclLibrary};
+use crate::{CannotRun, NcclVersion, RankContext};
 
 /// `NCCL_WIN_COLL_SYMMETRIC` from `nccl.h` (2.27+): every rank registers a
 /// buffer of the same size, so NCCL may use its symmetric kernels.
@@ -92,6 +93,31 @@ unsafe fn c_text(text: *const std::ffi::c_char) -> String {
         String::new()
     } else {
         CStr::from_ptr(text).to_string_lossy().into_owned()
+    }
+}
+
+/// The NCCL this process loaded (through cudarc): its version and its file.
+pub fn loaded_nccl() -> Result<NcclLibrary> {
+    let mut code: c_int = 0;
+    // SAFETY: writes one int.
+    unsafe { sys::ncclGetVersion(&mut code) }.check("ncclGetVersion")?;
+    let path = library_path(nccl_get_version_address()? as usize)
+        .context("find the loaded NCCL's file")?;
+    Ok(NcclLibrary {
+        version: NcclVersion::from_code(code as u32),
+        path,
+    })
+}
+
+/// `ncclGetVersion`'s address in the NCCL that cudarc loaded.
+pub fn nccl_get_version_address() -> Result<*const c_void> {
+    // SAFETY: cudarc's NCCL handle; looking up a symbol has no side effects.
+    unsafe {
+        let symbol: libloading::Symbol<unsafe extern "C" fn(*mut c_int) -> sys::ncclResult_t> =
+            sys::culib()
+                .get(b"ncclGetVersion\0")
+                .context("look up ncclGetVersion")?;
+        Ok(*symbol as *const c_void)
     }
 }
 

@@ -788,6 +788,70 @@ impl LessonUnderTest {
     }
 }
 
+impl LessonUnderTest {
+    /// The same crate's other binary, e.g. its benchmark.
+    pub fn sibling(&self, name: &'static str, cargo_binary: &str) -> Self {
+        Self {
+            name,
+            binary: binary(name, cargo_binary),
+            dir: self.dir.clone(),
+        }
+    }
+
+    /// Runs a benchmark with `args` and `--json`, and checks what it wrote:
+    /// exit 0, `series` series of `rows` rows each, every time positive and
+    /// not a single wrong element. Returns the report.
+    pub fn assert_benchmark_clean(
+        &self,
+        ranks: usize,
+        args: &[&str],
+        series: usize,
+        rows: usize,
+    ) -> crate::bench::report::Report {
+        let dir = tempfile_dir();
+        let json = dir.join(format!("{}.json", self.name));
+        let json_arg = json.display().to_string();
+        let mut all: Vec<&str> = args.to_vec();
+        all.extend(["--json", &json_arg]);
+        let out = self.run(ranks, &all, Duration::from_secs(300));
+        let (stdout, stderr) = (
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr),
+        );
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}\n--- stdout\n{stdout}\n--- stderr\n{stderr}",
+            self.name
+        );
+        let report = crate::bench::report::Report::read_json(&json)
+            .unwrap_or_else(|e| panic!("{}: {e:#}\n{stdout}", self.name));
+        let _ = std::fs::remove_dir_all(&dir);
+        assert_eq!(report.machine.ranks, ranks);
+        assert_eq!(report.series.len(), series, "{stdout}");
+        for s in &report.series {
+            assert_eq!(s.rows.len(), rows, "{}: {stdout}", s.name);
+            for row in &s.rows {
+                let samples = std::iter::once(&row.out_of_place).chain(&row.in_place);
+                for sample in samples {
+                    assert!(sample.time_us > 0.0, "{}: {row:?}", s.name);
+                    assert_eq!(sample.wrong, 0, "{}: {row:?}\n{stderr}", s.name);
+                }
+            }
+        }
+        report
+    }
+}
+
+/// A fresh directory under the system's temporary directory, for one test.
+fn tempfile_dir() -> PathBuf {
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("nccl-symmem-test-{}-{n}", std::process::id()));
+    let _ = std::fs::create_dir_all(&dir);
+    dir
+}
+
 fn read(path: &Path) -> String {
     std::fs::read_to_string(path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()))
 }

@@ -1,0 +1,162 @@
+//! `02_allreduce_bench`: what do registration and symmetric windows buy an
+//! AllReduce?
+//!
+//! Times `ncclAllReduce` (float32, sum) over a size sweep on the same
+//! `ncclMemAlloc` buffers, registered three ways, like nccl-tests' `-R`:
+//!
+//! * `-R 0`: not registered: NCCL copies through its own buffers;
+//! * `-R 1`: registered with `ncclCommRegister` (lesson 01);
+//! * `-R 2`: registered as symmetric windows (lesson 02): NCCL may run its
+//!   symmetric kernels (on 2.28: sum on fp32/fp16/bf16/fp8, one node, every
+//!   GPU pair P2P-connected).
+//!
+//! Every size is timed out of place and in place and then checked element
+//! by element (see `common::bench::allreduce`); a wrong element exits 1.
+//! The table follows nccl-tests' layout, so it can be laid beside
+//! `all_reduce_perf -R 0/1/2`.
+//!
+//! ```text
+//! NTHREADS=2 cargo run --release --bin 02_allreduce_bench
+//! mpirun -np 4 target/release/02_allreduce_bench -b 8 -e 128M --json ar.json --svg ar.svg
+//! NCCL_SYM_CTAS=32 NTHREADS=2 target/release/02_allreduce_bench -R 2 -b 1M -e 512M
+//! ```
+
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+use common::bench::allreduce::{run_series, Buffers};
+use common::bench::report::{Machine, Report};
+use common::bench::{Collective, Placement, SweepArgs};
+use common::nccl::{
+    nccl_stream, sys, Communicator, NcclBuffer, NcclCheck, Registration, Window,
+    NCCL_WIN_COLL_SYMMETRIC,
+};
+use common::{CannotRun, Lesson, NcclVersion, Needs, RankContext};
+use cudarc::driver::{result as cu, CudaContext};
+
+#[derive(clap::Args, Debug)]
+struct Args {
+    #[command(flatten)]
+    sweep: SweepArgs,
+    /// Registration modes to time, as nccl-tests' -R: 0 none, 1 ncclCommRegister, 2 symmetric window.
+    #[arg(short = 'R', long = "registration", value_delimiter = ',', default_value = "0,1,2",
+          value_parser = clap::value_parser!(u8).range(0..=2))]
+    modes: Vec<u8>,
+}
+
+const BENCH: Lesson = Lesson {
+    name: "02_allreduce_bench",
+    about: "Times ncclAllReduce unregistered, with ncclCommRegister and on symmetric windows",
+    needs: Needs::GpuAndNccl {
+        min: NcclVersion::new(2, 27, 0),
+        feature: "ncclCommWindowRegister",
+    },
+};
+
+fn main() -> ExitCode {
+    common::run_checked(&BENCH, |args: &Args| args.sweep.sizes(4).map(drop), bench)
+}
+
+fn bench(ctx: &RankContext, args: &Args) -> Result<()> {
+    let sizes = ctx.all_ok(args.sweep.sizes(4).map_err(Into::into))?;
+    let largest = *sizes.last().context("no size in the sweep")?;
+
+    let gpu = CudaContext::new(ctx.device()).context("bind the GPU")?;
+    let stream = gpu.new_stream().context("create a stream")?;
+    let comm = Communicator::init_rank(ctx).context("create the communicator")?;
+    let (free, _) = cu::mem_get_info().context("cuMemGetInfo")?;
+    ctx.all_ok(if 2 * largest + (256 << 20) > free {
+        Err(CannotRun::new(
+            format!("--max-bytes {largest} needs two buffers of that size; {free} bytes are free on GPU {}", ctx.device()),
+            "use a smaller --max-bytes",
+        )
+        .into())
+    } else {
+        Ok(())
+    })?;
+    let send = NcclBuffer::alloc(largest).context("allocate the send buffer")?;
+    let recv = NcclBuffer::alloc(largest).context("allocate the receive buffer")?;
+    let buffers = Buffers::whole(&send, &recv);
+
+    // One AllReduce of `count` floats, out of place or in place, `shift`
+    // bytes into the buffers.
+    let allreduce = |placement: Placement, count: usize, shift: usize| -> Result<()> {
+        let input = match placement {
+            Placement::OutOfPlace => send.as_ptr(),
+            Placement::InPlace => recv.as_ptr(),
+        };
+        // SAFETY: the runner keeps shift + count floats inside the buffers,
+        // which outlive the stream's work.
+        unsafe {
+            sys::ncclAllReduce(
+                input.cast::<u8>().add(shift).cast(),
+                recv.as_ptr().cast::<u8>().add(shift).cast(),
+                count,
+                sys::ncclDataType_t::ncclFloat32,
+                sys::ncclRedOp_t::ncclSum,
+                comm.as_raw(),
+                nccl_stream(&stream),
+            )
+        }
+        .check("ncclAllReduce")?;
+        Ok(())
+    };
+
+    let progress =
+        common::bench::progress(ctx, sizes.len() * args.modes.len(), "02_allreduce_bench");
+    let mut series = Vec::new();
+    for &mode in &args.modes {
+        // The same buffers every time; only the registration changes.
+        let run = |about: &str| {
+            run_series(
+                ctx,
+                &args.sweep,
+                &stream,
+                &buffers,
+                &sizes,
+                (&format!("-R {mode}"), about),
+                &progress,
+                allreduce,
+            )
+        };
+        series.push(match mode {
+            0 => run("ncclAllReduce, buffers not registered")?,
+            1 => {
+                let send_registration =
+                    Registration::register(&comm, &send).context("-R 1: ncclCommRegister")?;
+                let recv_registration =
+                    Registration::register(&comm, &recv).context("-R 1: ncclCommRegister")?;
+                let timed = run("ncclAllReduce, buffers registered with ncclCommRegister")?;
+                send_registration.deregister()?;
+                recv_registration.deregister()?;
+                timed
+            }
+            _ => {
+                let send_window = Window::register(&comm, &send, NCCL_WIN_COLL_SYMMETRIC)
+                    .context("-R 2: window")?;
+                let recv_window = Window::register(&comm, &recv, NCCL_WIN_COLL_SYMMETRIC)
+                    .context("-R 2: window")?;
+                let timed = run("ncclAllReduce on symmetric windows (ncclCommWindowRegister)")?;
+                send_window.deregister()?;
+                recv_window.deregister()?;
+                timed
+            }
+        });
+    }
+    progress.finish_and_clear();
+
+    let report = Report {
+        benchmark: BENCH.name.into(),
+        collective: Collective::AllReduce,
+        datatype: "float".into(),
+        redop: "sum".into(),
+        machine: Machine::describe(ctx, &gpu)?,
+        options: args.sweep.clone(),
+        series,
+    };
+    report.publish(ctx)?;
+    send.free()?;
+    recv.free()?;
+    comm.destroy()?;
+    report.fail_on_wrong(ctx)
+}

@@ -1,0 +1,336 @@
+//! `05_allreduce_bench`: lesson 05's kernels against `ncclAllReduce`, on
+//! the same symmetric windows.
+//!
+//! Contenders (`--kernels`, comma-separated; default `nccl,simple,fast`):
+//!
+//! * `nccl`: `ncclAllReduce` on the windows (NCCL's symmetric kernels);
+//! * `simple`: NVIDIA's example kernel (16 blocks, one float per thread);
+//! * `vec16`: the two-shot kernel, 16-byte vectors, on 16 blocks;
+//! * `twoshot`: the same on one block per multiprocessor;
+//! * `oneshot`: the barrier-free one-shot over LL (up to 1 MiB);
+//! * `fast`: what `--kernel fast` runs: one-shot up to `--oneshot-max`,
+//!   two-shot above.
+//!
+//! The steps from `simple` to `fast` are the rows of the README's "Making
+//! it fast". Each size is timed out of place and in place, on fresh random
+//! data, and checked element by element after timing (see
+//! `common::bench::allreduce`); a wrong element exits 1. `--send-offset` and
+//! `--recv-offset` place the data that many bytes into the windows, to check
+//! the unaligned paths.
+//!
+//! ```text
+//! NTHREADS=2 cargo run --release --bin 05_allreduce_bench
+//! NTHREADS=2 target/release/05_allreduce_bench --kernels nccl,simple,vec16,twoshot,oneshot,fast -e 1M
+//! mpirun -np 2 target/release/05_allreduce_bench --json ar05.json --svg ar05.svg
+//! ```
+
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+use common::bench::allreduce::{run_series, Buffers};
+use common::bench::report::{Machine, Report};
+use common::bench::{parse_size, Collective, Placement, SweepArgs};
+use common::nccl::{
+    nccl_stream, sys, Communicator, NcclBuffer, NcclCheck, Window, NCCL_WIN_COLL_SYMMETRIC,
+};
+use common::{CannotRun, Lesson, NcclVersion, Needs, RankContext};
+use cudarc::driver::{result as cu, sys as cu_sys, CudaContext};
+use device_lsa::fast::{self, FastKernels, FastOptions, Path};
+use device_lsa::kernel_build::{self, build_or_reuse, cache_root, Env};
+use device_lsa::launch::{launch_allreduce, AllReduceArgs, Module};
+use device_lsa::shim::{DevComm, Shim};
+use device_lsa::{build_target, THREADS};
+
+/// The contenders, in the order of the README's steps.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+enum Contender {
+    /// ncclAllReduce on the same windows.
+    Nccl,
+    /// NVIDIA's example kernel: 16 blocks, one float per thread per step.
+    Simple,
+    /// Two-shot with 16-byte vectors, on 16 blocks.
+    Vec16,
+    /// Two-shot with 16-byte vectors, one block per multiprocessor.
+    Twoshot,
+    /// One-shot over LL, no barrier (up to 1 MiB).
+    Oneshot,
+    /// One-shot up to --oneshot-max, two-shot above: `--kernel fast`.
+    Fast,
+}
+
+impl Contender {
+    fn about(self) -> &'static str {
+        match self {
+            Contender::Nccl => "ncclAllReduce on the symmetric windows",
+            Contender::Simple => {
+                "NVIDIA's example kernel: 16 blocks x 512 threads, one float per thread per step"
+            }
+            Contender::Vec16 => "two-shot, 16-byte vectors, 4 per peer in flight, 16 blocks",
+            Contender::Twoshot => "two-shot, 16-byte vectors, one block per multiprocessor",
+            Contender::Oneshot => "one-shot over NCCL's LL protocol, no barrier",
+            Contender::Fast => {
+                "lesson 05 --kernel fast: one-shot up to --oneshot-max, two-shot above"
+            }
+        }
+    }
+}
+
+#[derive(clap::Args, Debug)]
+struct Args {
+    #[command(flatten)]
+    sweep: SweepArgs,
+    /// What to time, comma-separated.
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_value = "nccl,simple,fast"
+    )]
+    kernels: Vec<Contender>,
+    /// `fast` takes the one-shot kernel up to this many bytes.
+    #[arg(long, value_name = "BYTES", value_parser = parse_size, default_value_t = fast::DEFAULT_ONESHOT_MAX)]
+    oneshot_max: usize,
+    /// Bytes into the send window where the data starts (a multiple of 4).
+    #[arg(long, value_name = "BYTES", default_value_t = 0)]
+    send_offset: usize,
+    /// Bytes into the receive window where the data starts (a multiple of 4).
+    #[arg(long, value_name = "BYTES", default_value_t = 0)]
+    recv_offset: usize,
+    /// The most blocks the two-shot kernel runs [default: one per multiprocessor].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]
+    twoshot_blocks: Option<u32>,
+}
+
+impl Args {
+    /// What can be refused before any GPU is touched.
+    fn check(&self) -> Result<(), CannotRun> {
+        let sizes = self.sweep.sizes(4)?;
+        if !self.send_offset.is_multiple_of(4) || !self.recv_offset.is_multiple_of(4) {
+            return Err(CannotRun::new(
+                format!(
+                    "offsets {} and {} must be multiples of 4 bytes: the data are floats",
+                    self.send_offset, self.recv_offset
+                ),
+                "pass --send-offset and --recv-offset in whole floats",
+            ));
+        }
+        let largest = sizes.last().copied().unwrap_or(0);
+        if self.kernels.contains(&Contender::Oneshot) && largest > fast::ONESHOT_CAPACITY {
+            return Err(CannotRun::new(
+                format!(
+                    "the oneshot kernel carries at most {} bytes; -e asks for {largest}",
+                    fast::ONESHOT_CAPACITY
+                ),
+                "use -e 1M with --kernels oneshot, or time `fast`, which switches to two-shot",
+            ));
+        }
+        Ok(())
+    }
+}
+
+const BENCH: Lesson = Lesson {
+    name: "05_allreduce_bench",
+    about: "Times lesson 05's LSA kernels against ncclAllReduce on the same symmetric windows",
+    needs: Needs::GpuAndNccl {
+        min: NcclVersion::new(2, 28, 0),
+        feature: "the device API (nccl_device.h)",
+    },
+};
+
+fn main() -> ExitCode {
+    common::run_checked(&BENCH, Args::check, bench)
+}
+
+fn bench(ctx: &RankContext, args: &Args) -> Result<()> {
+    let size = ctx.size();
+    let sizes = args.sweep.sizes(4)?;
+    let largest = *sizes.last().context("no size in the sweep")?;
+
+    // The lesson's Steps 1 to 5, without the printing (see main.rs).
+    let gpu = CudaContext::new(ctx.device()).context("bind the GPU")?;
+    let (major, minor) = gpu.compute_capability().context("compute capability")?;
+    let stream = gpu.new_stream().context("create a stream")?;
+    let target =
+        ctx.all_ok(build_target(major, minor).context("find nvcc and the NCCL headers"))?;
+    let cache = cache_root(&Env::from_process());
+    let first = if ctx.is_root() {
+        build_or_reuse(&target, &cache).map(Some)
+    } else {
+        Ok(None)
+    };
+    let built = match ctx.all_ok(first.context("build the kernels"))? {
+        Some(built) => built,
+        None => build_or_reuse(&target, &cache).context("build the kernels")?,
+    };
+    let simple_module = Module::load(&built.cubin)?;
+    let simple = simple_module.function(kernel_build::KERNEL_NAME)?;
+    let fast_module = Module::load(&built.fast_cubin)?;
+    let fast_kernels = FastKernels::load(&fast_module)?;
+    let shim = Shim::load(&built.shim, target.nccl)?;
+    let comm = Communicator::init_rank(ctx).context("create the communicator")?;
+
+    let window_bytes = largest + args.send_offset.max(args.recv_offset);
+    let (free, _) = cu::mem_get_info().context("cuMemGetInfo")?;
+    ctx.all_ok(if 2 * window_bytes + (256 << 20) > free {
+        Err(CannotRun::new(
+            format!("--max-bytes {largest} needs two windows of that size; {free} bytes are free on GPU {}", ctx.device()),
+            "use a smaller --max-bytes",
+        )
+        .into())
+    } else {
+        Ok(())
+    })?;
+    let send = NcclBuffer::alloc(window_bytes).context("allocate the send buffer")?;
+    let recv = NcclBuffer::alloc(window_bytes).context("allocate the receive buffer")?;
+    let send_window = Window::register(&comm, &send, NCCL_WIN_COLL_SYMMETRIC)
+        .context("register the send window")?;
+    let recv_window = Window::register(&comm, &recv, NCCL_WIN_COLL_SYMMETRIC)
+        .context("register the receive window")?;
+
+    let multiprocessors = gpu
+        .attribute(cu_sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+        .context("multiprocessor count")? as u32;
+    let options = FastOptions {
+        oneshot_max_bytes: args.oneshot_max,
+        twoshot_max_blocks: args.twoshot_blocks.unwrap_or(multiprocessors),
+    };
+    ctx.all_ok(fast::check_ranks(size).map_err(Into::into))?;
+    // One device communicator for every kernel: barriers for the largest
+    // grid, and the one-shot's staging buffer.
+    let (barriers, staging) = fast::requirements(&options, size, 16);
+    let mut dev_comm =
+        DevComm::create(&shim, &comm, barriers, Some(staging)).context("ncclDevCommCreate")?;
+
+    let buffers = Buffers {
+        send: &send,
+        recv: &recv,
+        send_offset: args.send_offset,
+        recv_offset: args.recv_offset,
+    };
+    let progress = common::bench::progress(ctx, sizes.len() * args.kernels.len(), BENCH.name);
+    let mut series = Vec::new();
+    for &contender in &args.kernels {
+        let op = |placement: Placement, count: usize, shift: usize| -> Result<()> {
+            let (input_window, input_offset, input) = match placement {
+                Placement::OutOfPlace => (
+                    send_window.as_raw(),
+                    args.send_offset + shift,
+                    send.as_ptr(),
+                ),
+                Placement::InPlace => (
+                    recv_window.as_raw(),
+                    args.recv_offset + shift,
+                    recv.as_ptr(),
+                ),
+            };
+            let output_offset = args.recv_offset + shift;
+            let kernel_args = AllReduceArgs {
+                send_window: input_window,
+                send_offset: input_offset,
+                recv_window: recv_window.as_raw(),
+                recv_offset: output_offset,
+                count,
+            };
+            let twoshot = |max_blocks| Path::TwoShot {
+                blocks: fast::twoshot_blocks(count, size, max_blocks),
+            };
+            match contender {
+                Contender::Nccl => {
+                    // SAFETY: both windows hold the sweep's largest size past the offsets.
+                    unsafe {
+                        sys::ncclAllReduce(
+                            input.cast::<u8>().add(input_offset).cast(),
+                            recv.as_ptr().cast::<u8>().add(output_offset).cast(),
+                            count,
+                            sys::ncclDataType_t::ncclFloat32,
+                            sys::ncclRedOp_t::ncclSum,
+                            comm.as_raw(),
+                            nccl_stream(&stream),
+                        )
+                    }
+                    .check("ncclAllReduce")?;
+                    Ok(())
+                }
+                // SAFETY: allreduce_lsa takes exactly the six common arguments.
+                Contender::Simple => unsafe {
+                    launch_allreduce(
+                        simple,
+                        16,
+                        THREADS,
+                        &stream,
+                        kernel_args,
+                        dev_comm.as_kernel_arg(),
+                        &[],
+                    )
+                },
+                Contender::Vec16 => {
+                    fast_kernels.launch(twoshot(16), &stream, kernel_args, &mut dev_comm)
+                }
+                Contender::Twoshot => fast_kernels.launch(
+                    twoshot(options.twoshot_max_blocks),
+                    &stream,
+                    kernel_args,
+                    &mut dev_comm,
+                ),
+                Contender::Oneshot => fast_kernels.launch(
+                    Path::OneShot {
+                        blocks: fast::oneshot_blocks(count),
+                    },
+                    &stream,
+                    kernel_args,
+                    &mut dev_comm,
+                ),
+                Contender::Fast => fast_kernels.launch(
+                    fast::choose(count, size, &options),
+                    &stream,
+                    kernel_args,
+                    &mut dev_comm,
+                ),
+            }
+        };
+        let name = format!("{contender:?}").to_lowercase();
+        series.push(run_series(
+            ctx,
+            &args.sweep,
+            &stream,
+            &buffers,
+            &sizes,
+            (&name, contender.about()),
+            &progress,
+            op,
+        )?);
+    }
+    progress.finish_and_clear();
+
+    let mut report = Report {
+        benchmark: BENCH.name.into(),
+        collective: Collective::AllReduce,
+        datatype: "float".into(),
+        redop: "sum".into(),
+        machine: Machine::describe(ctx, &gpu)?,
+        options: args.sweep.clone(),
+        series,
+    };
+    if args.send_offset + args.recv_offset > 0 {
+        report.benchmark = format!(
+            "{} --send-offset {} --recv-offset {}",
+            BENCH.name, args.send_offset, args.recv_offset
+        );
+    }
+    report.publish(ctx)?;
+    if ctx.is_root() {
+        eprintln!(
+            "note: fast: one-shot up to {} bytes, two-shot on up to {} blocks of {THREADS} threads (the GPU has {multiprocessors} multiprocessors)",
+            options.oneshot_max_bytes, options.twoshot_max_blocks
+        );
+    }
+    dev_comm.destroy()?;
+    send_window.deregister()?;
+    recv_window.deregister()?;
+    send.free()?;
+    recv.free()?;
+    comm.destroy()?;
+    drop(fast_module);
+    drop(simple_module);
+    report.fail_on_wrong(ctx)
+}

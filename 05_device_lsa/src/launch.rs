@@ -1,0 +1,104 @@
+//! Loading a cubin and launching its kernels with the CUDA driver API.
+
+use std::ffi::{c_void, CString};
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use cudarc::driver::{result as cu, sys as cu_sys, CudaStream};
+
+/// A loaded CUDA module (`cuModuleLoadData`), unloaded on drop.
+pub struct Module(cu_sys::CUmodule);
+
+impl Module {
+    /// Reads `cubin` and loads it into the current context.
+    pub fn load(cubin: &Path) -> Result<Self> {
+        let image = std::fs::read(cubin).with_context(|| format!("read {}", cubin.display()))?;
+        // SAFETY: a context is current (the caller bound its GPU) and `image`
+        // is a complete ELF image that outlives the call.
+        let module =
+            unsafe { cu::module::load_data(image.as_ptr().cast()) }.context("cuModuleLoadData")?;
+        Ok(Self(module))
+    }
+
+    /// Takes ownership of a module the caller loaded with `cuModuleLoadData`.
+    pub fn adopt(raw: cu_sys::CUmodule) -> Self {
+        Self(raw)
+    }
+
+    /// The `CUmodule` handle.
+    pub fn raw(&self) -> cu_sys::CUmodule {
+        self.0
+    }
+
+    /// The kernel named `name` (an `extern "C"` name in the source).
+    pub fn function(&self, name: &str) -> Result<cu_sys::CUfunction> {
+        // SAFETY: the module is loaded.
+        unsafe { cu::module::get_function(self.0, CString::new(name)?) }
+            .with_context(|| format!("cuModuleGetFunction({name})"))
+    }
+}
+
+impl Drop for Module {
+    fn drop(&mut self) {
+        // SAFETY: loaded in `load` and not used after this.
+        if let Err(err) = unsafe { cu::module::unload(self.0) } {
+            eprintln!("warning: cleanup: cuModuleUnload: {err}");
+        }
+    }
+}
+
+/// The arguments every AllReduce kernel of this lesson starts with:
+/// `(ncclWindow_t sendwin, size_t sendoffset, ncclWindow_t recvwin, size_t
+/// recvoffset, size_t count, ncclDevComm devComm)`.
+#[derive(Debug, Clone, Copy)]
+pub struct AllReduceArgs {
+    pub send_window: common::nccl::sys::ncclWindow_t,
+    pub send_offset: usize,
+    pub recv_window: common::nccl::sys::ncclWindow_t,
+    pub recv_offset: usize,
+    pub count: usize,
+}
+
+/// `cuLaunchKernel(kernel, grid, block, ...)` on `stream` with `args`, the
+/// device communicator's bytes and any `extra` by-value arguments after it.
+/// cuLaunchKernel takes one pointer per kernel parameter and copies as many
+/// bytes as the parameter's type has, so opaque structs travel by value.
+///
+/// # Safety
+/// The kernel's parameters must be the six of [`AllReduceArgs`] plus one per
+/// `extra`, each pointing to a value of the parameter's type and size.
+pub unsafe fn launch_allreduce(
+    kernel: cu_sys::CUfunction,
+    grid: u32,
+    block: u32,
+    stream: &CudaStream,
+    args: AllReduceArgs,
+    dev_comm: *mut c_void,
+    extra: &[*mut c_void],
+) -> Result<()> {
+    let AllReduceArgs {
+        mut send_window,
+        mut send_offset,
+        mut recv_window,
+        mut recv_offset,
+        mut count,
+    } = args;
+    let mut params: Vec<*mut c_void> = vec![
+        (&mut send_window as *mut common::nccl::sys::ncclWindow_t).cast(),
+        (&mut send_offset as *mut usize).cast(),
+        (&mut recv_window as *mut common::nccl::sys::ncclWindow_t).cast(),
+        (&mut recv_offset as *mut usize).cast(),
+        (&mut count as *mut usize).cast(),
+        dev_comm,
+    ];
+    params.extend_from_slice(extra);
+    cu::launch_kernel(
+        kernel,
+        (grid, 1, 1),
+        (block, 1, 1),
+        0,
+        stream.cu_stream(),
+        &mut params,
+    )
+    .context("cuLaunchKernel")
+}

@@ -1,0 +1,394 @@
+//! Measurement, in one place, with nccl-tests' definitions, so that a table
+//! from a benchmark here can be laid beside `all_reduce_perf`'s.
+//!
+//! * **time**: CUDA events recorded around `iters` back-to-back operations
+//!   on the rank's stream, after `warmup` untimed ones, divided by `iters`
+//!   ([`time_trials`]). Like nccl-tests, consecutive operations use
+//!   consecutive regions of the buffers where the buffers hold several, so
+//!   that a size that fits in L2 is not timed from the cache.
+//!   Each size is timed `trials` times and each rank keeps its median trial
+//!   (a single hiccup of the host, a few hundred µs, was seen on the GPU
+//!   machine). The operation's time is the **average over ranks**, as
+//!   nccl-tests reports by default, or the slowest rank's with `--slowest`.
+//! * **algbw** = bytes / time, in GB/s (1 GB = 1e9 B). For AllReduce the
+//!   bytes are the buffer's; for alltoallv, the largest total any rank sends
+//!   or receives, as nccl-tests' `alltoallv_perf` counts them.
+//! * **busbw** = algbw × a per-collective factor ([`Collective::bus_factor`])
+//!   that makes the figure comparable with the links' bandwidth.
+//! * **#wrong**: after timing, every element of the output is checked
+//!   against its closed-form value; any wrong element makes the run exit 1.
+//!
+//! [`report`] prints the table and writes `--json` and `--svg`;
+//! [`allreduce`] holds the AllReduce data, check and sweep that the 02 and
+//! 05 benchmarks share.
+
+pub mod allreduce;
+pub mod report;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::{ensure, Context, Result};
+use cudarc::driver::{sys as cu_sys, CudaStream};
+use serde::{Deserialize, Serialize};
+
+use crate::{CannotRun, RankContext};
+
+/// The collectives nccl-tests measures, for their bus-bandwidth factor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Collective {
+    AllReduce,
+    AllGather,
+    ReduceScatter,
+    /// AlltoAll and alltoallv.
+    AlltoAll,
+    Broadcast,
+    Reduce,
+    SendRecv,
+}
+
+impl Collective {
+    /// busbw / algbw for `ranks` ranks: 2(n-1)/n for AllReduce, (n-1)/n for
+    /// AllGather, ReduceScatter and AlltoAll, 1 for the rest.
+    pub fn bus_factor(self, ranks: usize) -> f64 {
+        let n = ranks as f64;
+        match self {
+            Collective::AllReduce => 2.0 * (n - 1.0) / n,
+            Collective::AllGather | Collective::ReduceScatter | Collective::AlltoAll => {
+                (n - 1.0) / n
+            }
+            Collective::Broadcast | Collective::Reduce | Collective::SendRecv => 1.0,
+        }
+    }
+}
+
+/// The sweep options every benchmark takes, named as nccl-tests names them.
+#[derive(clap::Args, Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SweepArgs {
+    /// Smallest size in bytes (suffixes K, M, G are powers of 1024).
+    #[arg(short = 'b', long, value_name = "BYTES", default_value = "8", value_parser = parse_size)]
+    pub min_bytes: usize,
+    /// Largest size in bytes.
+    #[arg(short = 'e', long, value_name = "BYTES", default_value = "512M", value_parser = parse_size)]
+    pub max_bytes: usize,
+    /// Each size is this many times the previous one.
+    #[arg(short = 'f', long, default_value_t = 2, value_parser = clap::value_parser!(u64).range(2..))]
+    pub factor: u64,
+    /// Timed operations per trial.
+    #[arg(short = 'n', long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..))]
+    pub iters: u32,
+    /// Untimed operations before the first trial of each size.
+    #[arg(short = 'w', long, default_value_t = 5)]
+    pub warmup: u32,
+    /// Trials per size; each rank keeps its median trial.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..))]
+    pub trials: u32,
+    /// Report the slowest rank's time instead of the average over ranks.
+    #[arg(long)]
+    pub slowest: bool,
+    /// Also write every row, the system and the options as JSON to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Also draw busbw and time against size as an SVG plot in FILE.
+    #[arg(long, value_name = "FILE")]
+    pub svg: Option<PathBuf>,
+}
+
+impl SweepArgs {
+    /// The sizes of the sweep, in bytes: `min_bytes`, then × `factor` while
+    /// not above `max_bytes`, each rounded down to whole elements of
+    /// `elem_bytes` (sizes that round to no element are left out).
+    pub fn sizes(&self, elem_bytes: usize) -> Result<Vec<usize>, CannotRun> {
+        if self.min_bytes > self.max_bytes {
+            return Err(CannotRun::new(
+                format!(
+                    "--min-bytes {} is larger than --max-bytes {}",
+                    self.min_bytes, self.max_bytes
+                ),
+                "swap them, or leave one out",
+            ));
+        }
+        Ok(sweep_sizes(
+            self.min_bytes,
+            self.max_bytes,
+            self.factor as usize,
+            elem_bytes,
+        ))
+    }
+}
+
+/// See [`SweepArgs::sizes`].
+pub fn sweep_sizes(min: usize, max: usize, factor: usize, elem_bytes: usize) -> Vec<usize> {
+    let mut sizes = Vec::new();
+    let mut bytes = min;
+    while bytes <= max {
+        let whole = bytes / elem_bytes * elem_bytes;
+        if whole > 0 && sizes.last() != Some(&whole) {
+            sizes.push(whole);
+        }
+        match bytes.checked_mul(factor.max(2)) {
+            Some(next) => bytes = next,
+            None => break,
+        }
+    }
+    sizes
+}
+
+/// `4096`, `4K`, `256M`, `1G`: a size in bytes, suffixes in powers of 1024.
+pub fn parse_size(text: &str) -> Result<usize, String> {
+    let text = text.trim();
+    let (digits, unit) = match text.char_indices().last() {
+        Some((at, 'K' | 'k')) => (&text[..at], 1usize << 10),
+        Some((at, 'M' | 'm')) => (&text[..at], 1 << 20),
+        Some((at, 'G' | 'g')) => (&text[..at], 1 << 30),
+        _ => (text, 1),
+    };
+    let n: usize = digits
+        .parse()
+        .map_err(|_| format!("'{text}' is not a size such as 4096, 64K or 256M"))?;
+    match n.checked_mul(unit) {
+        Some(0) => Err("a size must be at least 1 byte".into()),
+        Some(bytes) => Ok(bytes),
+        None => Err(format!("'{text}' is too large")),
+    }
+}
+
+/// `1K`, `4M`, `256M`: sizes as nccl-tests' `-b/-e` options write them.
+pub fn size_label(bytes: usize) -> String {
+    const UNITS: [(usize, &str); 3] = [(1 << 30, "G"), (1 << 20, "M"), (1 << 10, "K")];
+    for (unit, suffix) in UNITS {
+        if bytes >= unit && bytes.is_multiple_of(unit) {
+            return format!("{}{suffix}", bytes / unit);
+        }
+    }
+    format!("{bytes}")
+}
+
+/// Bytes per second in GB/s (1e9).
+pub fn gb_per_s(bytes: usize, seconds: f64) -> f64 {
+    bytes as f64 / seconds / 1e9
+}
+
+/// Out of place (separate send and receive buffers) or in place (one buffer).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Placement {
+    OutOfPlace,
+    InPlace,
+}
+
+/// One timed size of one series, in one placement.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Sample {
+    /// Per operation, in µs: the average over ranks (or the slowest rank).
+    pub time_us: f64,
+    pub algbw: f64,
+    pub busbw: f64,
+    /// Wrong elements, summed over ranks.
+    pub wrong: u64,
+}
+
+impl Sample {
+    pub fn new(bytes: usize, seconds: f64, bus_factor: f64, wrong: u64) -> Self {
+        let algbw = gb_per_s(bytes, seconds);
+        Self {
+            time_us: seconds * 1e6,
+            algbw,
+            busbw: algbw * bus_factor,
+            wrong,
+        }
+    }
+}
+
+/// CUDA events around `iters` operations, after `warmup` untimed ones; the
+/// median of `trials` such timings, in seconds per operation.
+/// `launch(i)` enqueues operation `i` of a trial on `stream` (a benchmark
+/// may use `i` to move through its buffers, as nccl-tests does).
+///
+/// Each trial starts with a host barrier and one more untimed operation,
+/// and only then records its start event. The host barrier alone leaves the
+/// ranks' launches skewed by its wake-up time (tens of µs for thread mode's
+/// condition variable), and that skew would be timed as the first
+/// operation's wait for its peers; a collective lines the GPUs up instead.
+pub fn time_trials(
+    ctx: &RankContext,
+    stream: &Arc<CudaStream>,
+    args: &SweepArgs,
+    mut launch: impl FnMut(usize) -> Result<()>,
+) -> Result<f64> {
+    let timed = Some(cu_sys::CUevent_flags::CU_EVENT_DEFAULT);
+    for i in 0..args.warmup as usize {
+        launch(i)?;
+    }
+    stream.synchronize().context("warm-up")?;
+    let mut trials = Vec::with_capacity(args.trials as usize);
+    for _ in 0..args.trials {
+        ctx.barrier()?;
+        launch(0)?;
+        let start = stream.record_event(timed).context("cuEventRecord")?;
+        for i in 0..args.iters as usize {
+            launch(i)?;
+        }
+        let end = stream.record_event(timed).context("cuEventRecord")?;
+        let ms = start.elapsed_ms(&end).context("cuEventElapsedTime")?;
+        trials.push(f64::from(ms) * 1e-3 / f64::from(args.iters));
+    }
+    Ok(median(&mut trials))
+}
+
+/// The middle value (the lower middle of an even count).
+pub fn median(values: &mut [f64]) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[(values.len().max(1) - 1) / 2]
+}
+
+/// Collective: every rank's `seconds` combined on rank 0, the average or
+/// (with `slowest`) the largest; other ranks get their own value back.
+pub fn across_ranks(ctx: &RankContext, seconds: f64, slowest: bool) -> Result<f64> {
+    let all = ctx.gather(seconds.to_le_bytes().to_vec())?;
+    let Some(all) = all else {
+        return Ok(seconds);
+    };
+    let values: Vec<f64> = all
+        .iter()
+        .map(|bytes| bytes.as_slice().try_into().map(f64::from_le_bytes))
+        .collect::<Result<_, _>>()
+        .context("a rank sent a malformed time")?;
+    ensure!(!values.is_empty(), "no rank reported a time");
+    Ok(if slowest {
+        values.iter().copied().fold(0.0, f64::max)
+    } else {
+        values.iter().sum::<f64>() / values.len() as f64
+    })
+}
+
+/// Collective: the sum of every rank's `count` on rank 0 (others get their own).
+pub fn sum_over_ranks(ctx: &RankContext, count: u64) -> Result<u64> {
+    let Some(all) = ctx.gather(count.to_le_bytes().to_vec())? else {
+        return Ok(count);
+    };
+    all.iter()
+        .map(|bytes| bytes.as_slice().try_into().map(u64::from_le_bytes))
+        .sum::<Result<u64, _>>()
+        .context("a rank sent a malformed count")
+}
+
+/// A progress bar on stderr for a sweep, from rank 0 only, drawn only when
+/// stderr is a terminal (indicatif hides it otherwise), so logs stay clean.
+pub fn progress(ctx: &RankContext, steps: usize, what: &str) -> indicatif::ProgressBar {
+    if !ctx.is_root() {
+        return indicatif::ProgressBar::hidden();
+    }
+    let bar = indicatif::ProgressBar::new(steps as u64);
+    if let Ok(style) =
+        indicatif::ProgressStyle::with_template("{prefix} [{bar:30}] {pos}/{len} {msg} ({elapsed})")
+    {
+        bar.set_style(style.progress_chars("=> "));
+    }
+    bar.set_prefix(what.to_string());
+    bar
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(clap::Parser, Debug)]
+    struct Cli {
+        #[command(flatten)]
+        sweep: SweepArgs,
+    }
+
+    #[test]
+    fn bus_factors_match_nccl_tests() {
+        assert_eq!(Collective::AllReduce.bus_factor(4), 1.5);
+        assert_eq!(Collective::AllReduce.bus_factor(2), 1.0);
+        assert_eq!(Collective::AllReduce.bus_factor(8), 1.75);
+        assert_eq!(Collective::AlltoAll.bus_factor(4), 0.75);
+        assert_eq!(Collective::AllGather.bus_factor(8), 0.875);
+        assert_eq!(Collective::ReduceScatter.bus_factor(2), 0.5);
+        assert_eq!(Collective::SendRecv.bus_factor(8), 1.0);
+    }
+
+    #[test]
+    fn bandwidth_is_in_decimal_gigabytes() {
+        assert_eq!(gb_per_s(1_000_000_000, 0.5), 2.0);
+        let s = Sample::new(128 << 20, 470e-6, 1.0, 0);
+        assert!((s.busbw - 285.6).abs() < 0.1, "{s:?}");
+        assert_eq!(s.time_us, 470.0);
+    }
+
+    #[test]
+    fn sizes_parse_with_binary_suffixes() {
+        assert_eq!(parse_size("8"), Ok(8));
+        assert_eq!(parse_size("1K"), Ok(1024));
+        assert_eq!(parse_size("256M"), Ok(256 << 20));
+        assert_eq!(parse_size("1g"), Ok(1 << 30));
+        assert!(parse_size("0").unwrap_err().contains("at least 1 byte"));
+        assert!(parse_size("lots").unwrap_err().contains("not a size"));
+        assert!(parse_size("99999999999999999999G").is_err());
+    }
+
+    #[test]
+    fn the_options_are_nccl_tests_short_flags() {
+        let cli = Cli::try_parse_from([
+            "bench", "-b", "1K", "-e", "1M", "-f", "4", "-n", "7", "-w", "2",
+        ])
+        .unwrap();
+        assert_eq!(
+            (cli.sweep.min_bytes, cli.sweep.max_bytes, cli.sweep.factor),
+            (1024, 1 << 20, 4)
+        );
+        assert_eq!((cli.sweep.iters, cli.sweep.warmup), (7, 2));
+        assert!(Cli::try_parse_from(["bench", "-f", "1"]).is_err());
+        assert!(Cli::try_parse_from(["bench", "-n", "0"]).is_err());
+        let defaults = Cli::try_parse_from(["bench"]).unwrap().sweep;
+        assert_eq!((defaults.min_bytes, defaults.max_bytes), (8, 512 << 20));
+        assert!(!defaults.slowest);
+    }
+
+    #[test]
+    fn sweeps_multiply_by_the_factor_and_round_to_whole_elements() {
+        assert_eq!(
+            sweep_sizes(8, 64, 2, 4),
+            vec![8, 16, 32, 64],
+            "both ends included"
+        );
+        assert_eq!(
+            sweep_sizes(1, 16, 2, 4),
+            vec![4, 8, 16],
+            "1 and 2 B hold no float"
+        );
+        assert_eq!(sweep_sizes(10, 100, 3, 4), vec![8, 28, 88]);
+        assert_eq!(sweep_sizes(8, 8, 2, 8), vec![8]);
+        assert_eq!(sweep_sizes(8, 512 << 20, 2, 4).len(), 27);
+        assert_eq!(sweep_sizes(usize::MAX / 2, usize::MAX, 4, 1).len(), 1);
+    }
+
+    #[test]
+    fn min_above_max_cannot_run() {
+        let mut cli = Cli::try_parse_from(["bench", "-b", "1M", "-e", "1K"]).unwrap();
+        let err = cli.sweep.sizes(4).unwrap_err();
+        assert!(err
+            .reason
+            .contains("--min-bytes 1048576 is larger than --max-bytes 1024"));
+        cli.sweep.max_bytes = 1 << 20;
+        assert_eq!(cli.sweep.sizes(4).unwrap(), vec![1 << 20]);
+    }
+
+    #[test]
+    fn size_labels() {
+        assert_eq!(size_label(1024), "1K");
+        assert_eq!(size_label(256 << 20), "256M");
+        assert_eq!(size_label(3 << 30), "3G");
+        assert_eq!(size_label(1000), "1000");
+        assert_eq!(size_label(1536), "1536");
+    }
+
+    #[test]
+    fn median_ignores_one_outlier() {
+        assert_eq!(median(&mut [10.0, 400.0, 11.0, 9.0, 10.5]), 10.5);
+        assert_eq!(median(&mut [3.0]), 3.0);
+        assert_eq!(median(&mut [4.0, 1.0]), 1.0);
+    }
+}
