@@ -110,8 +110,9 @@ fn fault_ctrl_c_stops_the_benchmark_mid_sweep() {
             ranks,
             None,
             &["-b", "1K", "-e", "1G", "-n", "200"],
-            "# -R 0:",
-            Disturb::CtrlC(Duration::from_secs(1)),
+            // NCCL is set up and the sweep (minutes long) under way by then.
+            "Launch: ",
+            Disturb::CtrlC(Duration::from_secs(3)),
             &[],
         )
         .assert_clean(&stopped_by_ctrl_c(0, ranks));
