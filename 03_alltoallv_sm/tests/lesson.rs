@@ -6,7 +6,7 @@
 use std::process::Command;
 use std::time::Duration;
 
-use common::testing::{gpu_ranks, run_with_timeout};
+use common::testing::{gpu_ranks, run_with_timeout, stopped_by_ctrl_c, Disturb};
 
 common::lesson_tests!("03_alltoallv_sm");
 
@@ -92,4 +92,28 @@ fn benchmark_runs_and_finds_no_wrong_element() {
         1,
         5,
     );
+}
+
+#[test]
+#[ignore = "needs 2 GPUs"]
+fn fault_ctrl_c_stops_the_benchmark_mid_sweep() {
+    // The fault matrix's benchmark case (docs/src/testing.md): Ctrl-C while
+    // every rank is busy timing. Threads get SIGINT; under mpirun, mpirun
+    // gets it and stops the ranks with SIGTERM.
+    let ranks = gpu_ranks();
+    let bench = lesson().sibling(
+        "03_alltoallv_bench",
+        env!("CARGO_BIN_EXE_03_alltoallv_bench"),
+    );
+    bench
+        .fault(
+            ranks,
+            None,
+            &["-b", "1K", "-e", "1G", "-n", "200"],
+            // NCCL is set up and the sweep (minutes long) under way by then.
+            "Launch: ",
+            Disturb::CtrlC(Duration::from_secs(3)),
+            &[],
+        )
+        .assert_clean(&stopped_by_ctrl_c(0, ranks));
 }

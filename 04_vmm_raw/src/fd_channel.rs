@@ -18,7 +18,15 @@
 //!   `rank-<r>.sock` in it; after a barrier, each rank connects to every peer
 //!   and sends one message (its rank) carrying its descriptor, while a second
 //!   thread accepts the peers' connections, so nobody waits on anybody's order.
-//!   Both ends check the other's credentials (`SO_PEERCRED`): same user only.
+//!   Both ends check the other's credentials (`SO_PEERCRED`): the same user,
+//!   and the very process of the rank it claims to be (the ranks share their
+//!   process ids first). Another process of the same user that finds the
+//!   socket is refused.
+//!
+//! The directory is named after the host and process that made it
+//! (`vmm-raw-<host>-<pid>-XXXXXX`). If rank 0 is killed (SIGKILL) during the
+//! exchange, nothing can remove it then; the next run's rank 0 removes every
+//! such directory whose process is gone.
 //!
 //! Why not something simpler:
 //!
@@ -37,15 +45,15 @@
 //!   A socket needs no special permission.
 
 use std::ffi::OsString;
-use std::fs::Permissions;
 use std::io::{IoSlice, IoSliceMut};
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{anyhow, bail, ensure, Context, Result};
+use common::cleanup::{self, OwnedDir};
 use common::RankContext;
 use nix::sys::socket::{
     accept4, connect, getsockopt, listen, recvmsg, sendmsg, setsockopt, shutdown, socket, sockopt,
@@ -127,7 +135,7 @@ pub fn exchange_via(
     );
     let fds = match transport {
         Transport::SharedTable => share_in_process(ctx, mine)?,
-        Transport::UnixSocket => pass_over_sockets(ctx, mine)?,
+        Transport::UnixSocket => pass_over_sockets(ctx, mine, &pids)?,
     };
     Ok(PeerFds { transport, fds })
 }
@@ -158,7 +166,12 @@ fn share_in_process(ctx: &RankContext, mine: BorrowedFd<'_>) -> Result<Vec<Optio
 }
 
 /// MPI mode: SCM_RIGHTS over Unix-domain sockets in a private directory.
-fn pass_over_sockets(ctx: &RankContext, mine: BorrowedFd<'_>) -> Result<Vec<Option<OwnedFd>>> {
+/// `pids[r]` is rank `r`'s process id: only that process may connect as `r`.
+fn pass_over_sockets(
+    ctx: &RankContext,
+    mine: BorrowedFd<'_>,
+    pids: &[u32],
+) -> Result<Vec<Option<OwnedFd>>> {
     let (rank, size) = (ctx.rank(), ctx.size());
     let dir = if ctx.is_root() {
         Some(PrivateDir::create(&socket_base_dir()).context("creating the socket directory")?)
@@ -179,10 +192,17 @@ fn pass_over_sockets(ctx: &RankContext, mine: BorrowedFd<'_>) -> Result<Vec<Opti
     ctx.barrier()?;
 
     let received = std::thread::scope(|scope| {
-        let receiver = scope.spawn(|| receive_from_peers(&listener, rank, size, PEER_TIMEOUT));
+        let receiver = scope.spawn(|| receive_from_peers(&listener, rank, pids, PEER_TIMEOUT));
         let sent = (1..size)
             .map(|step| (rank + step) % size)
-            .try_for_each(|peer| send_fd(&socket_path(&dir_path, peer), rank, peer, mine));
+            .try_for_each(|peer| {
+                send_fd(
+                    &socket_path(&dir_path, peer),
+                    rank,
+                    (peer, pids[peer]),
+                    mine,
+                )
+            });
         if sent.is_err() {
             // Wakes our receiver from accept(): this rank is giving up.
             let _ = shutdown(listener.as_raw_fd(), Shutdown::Both);
@@ -220,19 +240,22 @@ pub fn socket_path(dir: &Path, rank: usize) -> PathBuf {
 }
 
 /// A directory only this user can enter, for the sockets; removed with
-/// everything in it by [`remove`](Self::remove) or when dropped.
+/// everything in it by [`remove`](Self::remove), when dropped, or by the
+/// launcher before a forced exit (see `common::cleanup`).
 pub struct PrivateDir {
-    dir: tempfile::TempDir,
+    dir: OwnedDir,
 }
 
+/// The start of a socket directory's name.
+pub const DIR_PREFIX: &str = "vmm-raw-";
+
 impl PrivateDir {
-    /// `mkdir` of a fresh, randomly named `vmm-raw-XXXXXX` in `base`, mode
-    /// 0700 from the start (never briefly open to others), then checked.
+    /// `mkdir` of a fresh `vmm-raw-<host>-<pid>-XXXXXX` in `base`, mode 0700
+    /// from the start (never briefly open to others), then checked. First
+    /// removes the directories that killed runs left in `base`.
     pub fn create(base: &Path) -> Result<Self> {
-        let dir = tempfile::Builder::new()
-            .prefix("vmm-raw-")
-            .permissions(Permissions::from_mode(0o700))
-            .tempdir_in(base)
+        cleanup::remove_stale(base, DIR_PREFIX);
+        let dir = OwnedDir::create(base, DIR_PREFIX)
             .with_context(|| format!("mkdir of a private directory in {}", base.display()))?;
         check_private(dir.path())?;
         Ok(Self { dir })
@@ -246,7 +269,7 @@ impl PrivateDir {
     pub fn remove(self) -> Result<()> {
         let path = self.dir.path().to_path_buf();
         self.dir
-            .close()
+            .remove()
             .with_context(|| format!("removing {}", path.display()))
     }
 }
@@ -282,8 +305,10 @@ fn effective_uid() -> u32 {
     unsafe { libc::geteuid() }
 }
 
-/// The peer at the other end of `socket` is this same user.
-fn check_same_user(socket: &OwnedFd, who: &str) -> Result<UnixCredentials> {
+/// The peer at the other end of `socket` is this same user, and one of the
+/// run's processes (`pids`): another process of the same user that found
+/// the socket (a second job, a stray script) gets no GPU memory.
+fn check_peer(socket: &OwnedFd, who: &str, pids: &[u32]) -> Result<UnixCredentials> {
     let creds = getsockopt(socket, sockopt::PeerCredentials)
         .with_context(|| format!("SO_PEERCRED of {who}"))?;
     let me = effective_uid();
@@ -292,6 +317,12 @@ fn check_same_user(socket: &OwnedFd, who: &str) -> Result<UnixCredentials> {
         "{who} is process {} of uid {}, not of this user (uid {me}): refusing to exchange GPU memory with it",
         creds.pid(),
         creds.uid()
+    );
+    ensure!(
+        u32::try_from(creds.pid()).is_ok_and(|pid| pids.contains(&pid)),
+        "{who} is process {}, which is not one of this run's ranks (processes {}): refusing to exchange GPU memory with it",
+        creds.pid(),
+        pids.iter().map(u32::to_string).collect::<Vec<_>>().join(", ")
     );
     Ok(creds)
 }
@@ -327,9 +358,14 @@ fn unix_address(path: &Path) -> Result<UnixAddr> {
     })
 }
 
-/// Connects to `path` (rank `peer`'s socket) and sends our rank with `fd`
-/// attached as SCM_RIGHTS.
-fn send_fd(path: &Path, rank: usize, peer: usize, fd: BorrowedFd<'_>) -> Result<()> {
+/// Connects to `path` (the socket of rank `peer`, whose process is
+/// `peer_pid`) and sends our rank with `fd` attached as SCM_RIGHTS.
+fn send_fd(
+    path: &Path,
+    rank: usize,
+    (peer, peer_pid): (usize, u32),
+    fd: BorrowedFd<'_>,
+) -> Result<()> {
     let address = unix_address(path)?;
     let socket = socket(
         AddressFamily::Unix,
@@ -341,8 +377,12 @@ fn send_fd(path: &Path, rank: usize, peer: usize, fd: BorrowedFd<'_>) -> Result<
     connect(socket.as_raw_fd(), &address)
         .with_context(|| format!("connect to rank {peer} at {}", path.display()))?;
     // The listener's credentials, recorded when it called listen(): make sure
-    // the capability goes to this user's process and nobody else's.
-    check_same_user(&socket, &format!("the listener of rank {peer}"))?;
+    // the capability goes to rank `peer`'s process and nobody else's.
+    check_peer(
+        &socket,
+        &format!("the listener of rank {peer}"),
+        &[peer_pid],
+    )?;
     let message = encode_message(rank);
     let fds = [fd.as_raw_fd()];
     sendmsg::<()>(
@@ -369,13 +409,15 @@ fn set_timeout(socket: &OwnedFd, timeout: Duration) -> Result<()> {
     .context("SO_RCVTIMEO")
 }
 
-/// Accepts one connection from every peer and takes the descriptor each sends.
+/// Accepts one connection from every peer and takes the descriptor each
+/// sends; `pids[r]` is rank `r`'s process, the only one that may send as `r`.
 fn receive_from_peers(
     listener: &OwnedFd,
     rank: usize,
-    size: usize,
+    pids: &[u32],
     timeout: Duration,
 ) -> Result<Vec<Option<OwnedFd>>> {
+    let size = pids.len();
     let mut fds: Vec<Option<OwnedFd>> = (0..size).map(|_| None).collect();
     for _ in 1..size {
         let connection = match accept4(listener.as_raw_fd(), SockFlag::SOCK_CLOEXEC) {
@@ -393,15 +435,22 @@ fn receive_from_peers(
             }
             Err(err) => return Err(err).context("accept"),
         };
-        check_same_user(
+        let creds = check_peer(
             &connection,
             "a process that connected to this rank's socket",
+            pids,
         )?;
         set_timeout(&connection, timeout)?;
         let (sender, fd) = receive_one(&connection)?;
         ensure!(
             sender < size && sender != rank,
             "a descriptor claims to come from rank {sender}, which is not a peer of rank {rank} in a run of {size}"
+        );
+        ensure!(
+            i64::from(pids[sender]) == i64::from(creds.pid()),
+            "a descriptor claims to come from rank {sender} (process {}), but process {} sent it",
+            pids[sender],
+            creds.pid()
         );
         ensure!(
             fds[sender].is_none(),
@@ -487,8 +536,17 @@ fn decode_u32(bytes: &[u8]) -> Result<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs::Permissions;
     use std::io::{Read, Seek, Write};
     use std::os::fd::AsFd;
+    use std::os::unix::fs::PermissionsExt;
+
+    use common::testing::{dead_pid, stale_dir_name};
+
+    /// This process's id: in these tests every "rank" is a thread of it.
+    fn me() -> u32 {
+        std::process::id()
+    }
 
     fn file_with(text: &str) -> std::fs::File {
         let mut file = tempfile::tempfile().unwrap();
@@ -599,8 +657,9 @@ mod tests {
         let listener = listen_at(&path, 1, PEER_TIMEOUT).unwrap();
         let file = file_with("rank 0's anonymous file");
         let received = std::thread::scope(|scope| {
-            let receiver = scope.spawn(|| receive_from_peers(&listener, 1, 2, PEER_TIMEOUT));
-            send_fd(&path, 0, 1, file.as_fd()).unwrap();
+            let receiver =
+                scope.spawn(|| receive_from_peers(&listener, 1, &[me(), me()], PEER_TIMEOUT));
+            send_fd(&path, 0, (1, me()), file.as_fd()).unwrap();
             receiver.join().unwrap()
         })
         .unwrap();
@@ -618,7 +677,7 @@ mod tests {
         let timeout = Duration::from_millis(200);
         let listener = listen_at(&socket_path(dir.path(), 0), 2, timeout).unwrap();
         let start = std::time::Instant::now();
-        let err = receive_from_peers(&listener, 0, 3, timeout)
+        let err = receive_from_peers(&listener, 0, &[me(); 3], timeout)
             .err()
             .unwrap()
             .to_string();
@@ -629,28 +688,34 @@ mod tests {
         );
     }
 
-    #[test]
-    fn a_sender_claiming_to_be_the_receiver_is_refused() {
+    /// This process, as rank `sender`, sends a descriptor to rank 1 of a run
+    /// whose ranks are the processes `pids`; returns what rank 1 received.
+    fn send_to_rank_1(sender: usize, pids: &[u32]) -> Result<Vec<Option<OwnedFd>>> {
         let dir = PrivateDir::create(&std::env::temp_dir()).unwrap();
         let path = socket_path(dir.path(), 1);
         let listener = listen_at(&path, 1, PEER_TIMEOUT).unwrap();
         let file = file_with("x");
-        let result = std::thread::scope(|scope| {
-            let receiver = scope.spawn(|| receive_from_peers(&listener, 1, 2, PEER_TIMEOUT));
-            send_fd(&path, 1, 1, file.as_fd()).unwrap();
+        std::thread::scope(|scope| {
+            let receiver = scope.spawn(|| receive_from_peers(&listener, 1, pids, PEER_TIMEOUT));
+            // Its own error, if any, is not what these tests look at.
+            let _ = send_fd(&path, sender, (1, me()), file.as_fd());
             receiver.join().unwrap()
-        });
-        let err = result.err().unwrap().to_string();
-        assert!(err.contains("not a peer of rank 1"), "{err}");
+        })
     }
 
+    #[test]
+    fn a_sender_claiming_to_be_the_receiver_is_refused() {
+        let err = send_to_rank_1(1, &[me(), me()]).err().unwrap().to_string();
+        assert!(err.contains("not a peer of rank 1"), "{err}");
+    }
     #[test]
     fn a_connection_without_a_descriptor_is_refused() {
         let dir = PrivateDir::create(&std::env::temp_dir()).unwrap();
         let path = socket_path(dir.path(), 1);
         let listener = listen_at(&path, 1, PEER_TIMEOUT).unwrap();
         let result = std::thread::scope(|scope| {
-            let receiver = scope.spawn(|| receive_from_peers(&listener, 1, 2, PEER_TIMEOUT));
+            let receiver =
+                scope.spawn(|| receive_from_peers(&listener, 1, &[me(), me()], PEER_TIMEOUT));
             let socket = socket(
                 AddressFamily::Unix,
                 SockType::SeqPacket,
@@ -665,5 +730,59 @@ mod tests {
         });
         let err = result.err().unwrap().to_string();
         assert!(err.contains("sent 0 descriptors"), "{err}");
+    }
+
+    #[test]
+    fn a_process_that_is_not_one_of_the_ranks_is_refused() {
+        // Same user, but not a process of this run: it gets nothing, and
+        // what it sends is not taken.
+        let ranks = [dead_pid(), dead_pid()];
+        let err = send_to_rank_1(0, &ranks).err().unwrap().to_string();
+        let expected = format!("is process {}, which is not one of this run's ranks", me());
+        assert!(err.contains(&expected), "{err}");
+    }
+    #[test]
+    fn a_rank_must_send_from_its_own_process() {
+        // Rank 0 is another process; this one, rank 1, sends as rank 0.
+        let other = dead_pid();
+        let err = send_to_rank_1(0, &[other, me()]).err().unwrap().to_string();
+        let expected = format!(
+            "claims to come from rank 0 (process {other}), but process {} sent it",
+            me()
+        );
+        assert!(err.contains(&expected), "{err}");
+    }
+    #[test]
+    fn a_listener_that_is_not_the_peers_process_gets_nothing() {
+        let dir = PrivateDir::create(&std::env::temp_dir()).unwrap();
+        let path = socket_path(dir.path(), 1);
+        let _listener = listen_at(&path, 1, PEER_TIMEOUT).unwrap();
+        let file = file_with("x");
+        let err = send_fd(&path, 0, (1, dead_pid()), file.as_fd())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains(&format!(
+                "the listener of rank 1 is process {}, which is not one of this run's ranks",
+                me()
+            )),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_socket_directory_left_by_a_killed_rank_0_is_removed() {
+        let base = tempfile::tempdir().unwrap();
+        let stale = base.path().join(stale_dir_name(DIR_PREFIX));
+        std::fs::create_dir(&stale).unwrap();
+        std::fs::write(stale.join("rank-0.sock"), b"").unwrap();
+        let mine = cleanup::owner_prefix(DIR_PREFIX);
+        let live = base.path().join(format!("{mine}XyZ789"));
+        std::fs::create_dir(&live).unwrap();
+        let dir = PrivateDir::create(base.path()).unwrap();
+        assert!(!stale.exists(), "the stale directory is still there");
+        assert!(live.exists(), "a live run's directory was removed");
+        let name = dir.path().file_name().unwrap().to_string_lossy();
+        assert!(name.starts_with(&mine), "{name}");
     }
 }

@@ -90,7 +90,7 @@ fn vmm_raw(ctx: &RankContext, args: &Args) -> Result<()> {
         Ok(value)
     };
     let mut facts = DeviceFacts {
-        host: host_name(),
+        host: common::host_name(),
         device: ctx.device(),
         vmm: attribute(A::CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED)?,
         posix_fd: attribute(A::CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED)?,
@@ -691,21 +691,6 @@ fn lines_or(lines: Vec<String>, none: String) -> String {
     }
 }
 
-/// This machine's name, to tell whether two ranks share a node.
-fn host_name() -> String {
-    let mut name = [0u8; 256];
-    // SAFETY: gethostname writes at most `len` bytes into `name`.
-    let ok = unsafe { libc::gethostname(name.as_mut_ptr().cast(), name.len()) } == 0;
-    let len = name.iter().position(|&b| b == 0).unwrap_or(name.len());
-    match String::from_utf8_lossy(&name[..len])
-        .split_whitespace()
-        .next()
-    {
-        Some(host) if ok => host.to_string(),
-        _ => "unknown-host".to_string(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -740,8 +725,10 @@ mod tests {
             minimum: 2 << 20,
             recommended: 2 << 20,
         };
-        let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"))
-            .expect("README.md");
+        // Looked up at run time: this test also runs from an archive on the GPU machine.
+        let readme_path = common::testing::crate_dir(env!("CARGO_MANIFEST_DIR")).join("README.md");
+        let readme = std::fs::read_to_string(&readme_path)
+            .unwrap_or_else(|e| panic!("cannot read {}: {e}", readme_path.display()));
         let transcript = common::testing::readme_transcript(&readme, 2).expect("transcript");
         for line in support_lines(&[h200(0), h200(1)]) {
             assert!(

@@ -36,17 +36,18 @@ fn expected(ranks: usize, transport: &str) -> String {
     lines.join("\n") + "\n"
 }
 
-/// No socket directory of ours is left behind in `dir`.
+/// The socket directories (ours, or left by others) in `dir`.
 fn no_leftovers(dir: &std::path::Path) -> Vec<String> {
-    std::fs::read_dir(dir)
-        .map(|entries| {
-            entries
-                .filter_map(|e| e.ok())
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .filter(|name| name.starts_with("vmm-raw-"))
-                .collect()
-        })
-        .unwrap_or_default()
+    common::testing::leftovers(dir, &["vmm-raw-"])
+}
+
+/// A socket directory in `dir` as a rank 0 that was killed (SIGKILL) during
+/// the exchange leaves it: named for this host and a process that is gone.
+fn plant_stale_directory(dir: &std::path::Path) -> std::path::PathBuf {
+    let stale = dir.join(common::testing::stale_dir_name("vmm-raw-"));
+    std::fs::create_dir(&stale).unwrap();
+    std::fs::write(stale.join("rank-0.sock"), b"").unwrap();
+    stale
 }
 
 #[cfg(not(feature = "mpi"))]
@@ -97,6 +98,15 @@ mod threads {
     }
 
     #[test]
+    fn a_socket_directory_left_by_a_killed_run_is_removed() {
+        let tmp = tempfile::tempdir().unwrap();
+        plant_stale_directory(tmp.path());
+        let out = run_check(2, &["--transport", "unix-socket"], tmp.path());
+        assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+        assert_eq!(no_leftovers(tmp.path()), Vec::<String>::new());
+    }
+
+    #[test]
     fn a_socket_directory_path_too_long_for_an_address_is_a_clear_error() {
         let tmp = tempfile::tempdir().unwrap();
         let deep = tmp.path().join("d".repeat(120));
@@ -141,6 +151,15 @@ mod mpi {
                 )
             );
         }
+        assert_eq!(no_leftovers(tmp.path()), Vec::<String>::new());
+    }
+
+    #[test]
+    fn a_socket_directory_left_by_a_killed_rank_0_is_removed() {
+        let tmp = tempfile::tempdir().unwrap();
+        plant_stale_directory(tmp.path());
+        let out = run_check(2, &[], tmp.path());
+        assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
         assert_eq!(no_leftovers(tmp.path()), Vec::<String>::new());
     }
 

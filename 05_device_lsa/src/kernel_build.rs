@@ -8,11 +8,15 @@
 //! into it, so later runs reuse it.
 
 use std::ffi::OsString;
+use std::fs::Permissions;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::{Arc, Mutex, Once, Weak};
 use std::time::Instant;
 
 use anyhow::{Context, Result};
+use common::cleanup::{self, OwnedDir};
 use common::{CannotRun, NcclVersion};
 use sha2::{Digest, Sha256};
 
@@ -253,15 +257,34 @@ impl Target {
     }
 }
 
-/// `$XDG_CACHE_HOME/nccl-symmem-rs/05_device_lsa`, else `~/.cache/...`, else
-/// the system temporary directory.
-pub fn cache_root(env: &Env) -> PathBuf {
-    let base = match (&env.xdg_cache_home, &env.home) {
-        (Some(xdg), _) => PathBuf::from(xdg),
-        (None, Some(home)) => Path::new(home).join(".cache"),
-        (None, None) => std::env::temp_dir(),
+/// Where builds are kept between runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CacheRoot {
+    /// `$XDG_CACHE_HOME/nccl-symmem-rs/05_device_lsa`, else
+    /// `~/.cache/nccl-symmem-rs/05_device_lsa`: used once checked to be this
+    /// user's alone (see [`open_cache`]).
+    Kept(PathBuf),
+    /// No cache location: each process builds into a private temporary
+    /// directory, removed when the build is no longer used.
+    Private { why: String },
+}
+
+/// The cache location for `env`. Never the system temporary directory: a
+/// predictable path there could be made first by another user, with a
+/// `devcomm_shim.so` of theirs in it, which the lesson would then `dlopen`.
+pub fn cache_root(env: &Env) -> CacheRoot {
+    // The XDG spec ignores a relative XDG_CACHE_HOME; a relative HOME is no home.
+    let absolute = |v: &Option<OsString>| v.as_ref().map(PathBuf::from).filter(|p| p.is_absolute());
+    let base = match (absolute(&env.xdg_cache_home), absolute(&env.home)) {
+        (Some(xdg), _) => xdg,
+        (None, Some(home)) => home.join(".cache"),
+        (None, None) => {
+            return CacheRoot::Private {
+                why: "neither XDG_CACHE_HOME nor HOME is set to an absolute path".into(),
+            }
+        }
     };
-    base.join("nccl-symmem-rs/05_device_lsa")
+    CacheRoot::Kept(base.join("nccl-symmem-rs/05_device_lsa"))
 }
 
 /// What `build_or_reuse` produced.
@@ -274,55 +297,69 @@ pub struct Built {
     /// False if the cache already held this build.
     pub compiled: bool,
     pub seconds: f64,
+    /// A private build's directory, removed when the last `Built` that uses
+    /// it is dropped: keep this value while the cubin and the shim are used.
+    _private: Option<Arc<OwnedDir>>,
+}
+
+/// The files a build directory holds.
+struct Outputs {
+    cubin: PathBuf,
+    fast_cubin: PathBuf,
+    shim: PathBuf,
+}
+
+fn outputs(dir: &Path) -> Outputs {
+    Outputs {
+        cubin: dir.join("allreduce_lsa.cubin"),
+        fast_cubin: dir.join("allreduce_lsa_fast.cubin"),
+        shim: dir.join("devcomm_shim.so"),
+    }
 }
 
 /// The cached build for `target`, compiling it first if the cache lacks it.
-pub fn build_or_reuse(target: &Target, cache_root: &Path) -> Result<Built> {
+/// If the cache cannot be used safely, says why (once per process) and builds
+/// privately instead.
+pub fn build_or_reuse(target: &Target, cache_root: &CacheRoot) -> Result<Built> {
     let start = Instant::now();
-    let dir = cache_root.join(target.cache_key());
-    let (cubin, shim) = (dir.join("allreduce_lsa.cubin"), dir.join("devcomm_shim.so"));
-    let fast_cubin = dir.join("allreduce_lsa_fast.cubin");
+    let root = match cache_root {
+        CacheRoot::Kept(root) => match open_cache(root) {
+            Ok(()) => root,
+            Err(why) => return build_private(target, start, &why),
+        },
+        CacheRoot::Private { why } => return build_private(target, start, why),
+    };
+    let dir = root.join(target.cache_key());
+    let Outputs {
+        cubin,
+        fast_cubin,
+        shim,
+    } = outputs(&dir);
     if cubin.is_file() && fast_cubin.is_file() && shim.is_file() {
+        if let Err(why) = check_cached(&[&dir, &cubin, &fast_cubin, &shim]) {
+            return build_private(target, start, &why);
+        }
         return Ok(Built {
             cubin,
             fast_cubin,
             shim,
             compiled: false,
             seconds: start.elapsed().as_secs_f64(),
+            _private: None,
         });
     }
     // Build in a private directory, then rename it into place: another rank
-    // or process building the same key at the same time cannot see half a build.
-    std::fs::create_dir_all(cache_root)
-        .with_context(|| format!("create {}", cache_root.display()))?;
-    let work = tempfile_dir(cache_root)?;
-    std::fs::write(work.join("allreduce_lsa.cu"), KERNEL_SOURCE)?;
-    std::fs::write(work.join("devcomm_shim.cu"), SHIM_SOURCE)?;
-    std::fs::write(work.join("allreduce_lsa_fast.cu"), FAST_SOURCE)?;
-    nvcc(
-        target,
-        &target.kernel_args(),
-        &work,
-        "allreduce_lsa.cu",
-        "allreduce_lsa.cubin",
-    )?;
-    nvcc(
-        target,
-        &target.kernel_args(),
-        &work,
-        "allreduce_lsa_fast.cu",
-        "allreduce_lsa_fast.cubin",
-    )?;
-    nvcc(
-        target,
-        &target.shim_args(),
-        &work,
-        "devcomm_shim.cu",
-        "devcomm_shim.so",
-    )?;
-    if std::fs::rename(&work, &dir).is_err() {
+    // or process building the same key at the same time cannot see half a
+    // build. A failed build's directory is removed when `work` is dropped; one
+    // left by a process that was killed is removed here, by the next build.
+    cleanup::remove_stale(root, BUILD_PREFIX);
+    let work = OwnedDir::create(root, BUILD_PREFIX)
+        .with_context(|| format!("create a build directory in {}", root.display()))?;
+    compile_into(target, work.path())?;
+    if let Err((work, _)) = work.rename_to(&dir) {
         // Someone else finished first; theirs is the same build.
-        let _ = std::fs::remove_dir_all(&work);
+        drop(work);
+        check_cached(&[&dir, &cubin, &fast_cubin, &shim]).map_err(anyhow::Error::msg)?;
     }
     Ok(Built {
         cubin,
@@ -330,17 +367,183 @@ pub fn build_or_reuse(target: &Target, cache_root: &Path) -> Result<Built> {
         shim,
         compiled: true,
         seconds: start.elapsed().as_secs_f64(),
+        _private: None,
     })
 }
 
-fn tempfile_dir(root: &Path) -> Result<PathBuf> {
-    for attempt in 0..100u32 {
-        let dir = root.join(format!(".build-{}-{attempt}", std::process::id()));
-        if std::fs::create_dir(&dir).is_ok() {
-            return Ok(dir);
+/// The start of a build directory's name in the cache (`cleanup` adds the
+/// host and pid of the process building).
+const BUILD_PREFIX: &str = ".build-";
+
+/// Builds into a private temporary directory (mode 0700, a random name, made
+/// atomically), shared by the ranks of this process and removed with the last
+/// `Built` that uses it, or at a forced exit.
+fn build_private(target: &Target, start: Instant, why: &str) -> Result<Built> {
+    static NOTE: Once = Once::new();
+    NOTE.call_once(|| {
+        eprintln!(
+            "note: no kernel cache: {why}; building in a private temporary directory instead"
+        );
+    });
+    // Thread mode: rank 0 builds, the other ranks of the process reuse it.
+    static BUILDS: Mutex<Vec<(String, Weak<OwnedDir>)>> = Mutex::new(Vec::new());
+    let key = target.cache_key();
+    let mut builds = BUILDS.lock().unwrap_or_else(|p| p.into_inner());
+    builds.retain(|(_, dir)| dir.strong_count() > 0);
+    let reused = builds
+        .iter()
+        .find(|(built, _)| *built == key)
+        .and_then(|(_, dir)| dir.upgrade());
+    let compiled = reused.is_none();
+    let dir = match reused {
+        Some(dir) => dir,
+        None => {
+            let temp = std::env::temp_dir();
+            cleanup::remove_stale(&temp, PRIVATE_PREFIX);
+            let dir = OwnedDir::create(&temp, PRIVATE_PREFIX).with_context(|| {
+                format!("create a private build directory in {}", temp.display())
+            })?;
+            compile_into(target, dir.path())?;
+            let dir = Arc::new(dir);
+            builds.push((key, Arc::downgrade(&dir)));
+            dir
+        }
+    };
+    let Outputs {
+        cubin,
+        fast_cubin,
+        shim,
+    } = outputs(dir.path());
+    Ok(Built {
+        cubin,
+        fast_cubin,
+        shim,
+        compiled,
+        seconds: start.elapsed().as_secs_f64(),
+        _private: Some(dir),
+    })
+}
+
+/// The start of a private build directory's name in the temporary directory.
+const PRIVATE_PREFIX: &str = "nccl-symmem-rs-05-";
+
+/// Writes both sources into `dir` and compiles them there with nvcc; the
+/// outputs are made writable by their owner only.
+fn compile_into(target: &Target, dir: &Path) -> Result<()> {
+    std::fs::write(dir.join("allreduce_lsa.cu"), KERNEL_SOURCE)?;
+    std::fs::write(dir.join("devcomm_shim.cu"), SHIM_SOURCE)?;
+    std::fs::write(dir.join("allreduce_lsa_fast.cu"), FAST_SOURCE)?;
+    nvcc(
+        target,
+        &target.kernel_args(),
+        dir,
+        "allreduce_lsa.cu",
+        "allreduce_lsa.cubin",
+    )?;
+    nvcc(
+        target,
+        &target.kernel_args(),
+        dir,
+        "allreduce_lsa_fast.cu",
+        "allreduce_lsa_fast.cubin",
+    )?;
+    nvcc(
+        target,
+        &target.shim_args(),
+        dir,
+        "devcomm_shim.cu",
+        "devcomm_shim.so",
+    )?;
+    let Outputs {
+        cubin,
+        fast_cubin,
+        shim,
+    } = outputs(dir);
+    for file in [cubin, fast_cubin, shim] {
+        let mode = std::fs::metadata(&file)
+            .with_context(|| format!("nvcc made no {}", file.display()))?
+            .permissions()
+            .mode();
+        std::fs::set_permissions(&file, Permissions::from_mode(mode & !0o022))
+            .with_context(|| format!("chmod {}", file.display()))?;
+    }
+    Ok(())
+}
+
+/// Makes the cache directory if it is missing (mode 0700) and checks, before
+/// anything in it is loaded, that only this user can change what is in it:
+/// the directory is this user's and writable by nobody else (a looser mode
+/// that only lets others read is tightened to 0700), and no directory above
+/// it lets another user replace it (each is this user's or root's, and not
+/// writable by others unless sticky, as /tmp is). Err: why not.
+pub fn open_cache(dir: &Path) -> Result<(), String> {
+    let shown = dir.display();
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(|e| format!("cannot create {shown}: {e}"))?;
+    let meta = std::fs::symlink_metadata(dir).map_err(|e| format!("{shown}: {e}"))?;
+    if !meta.is_dir() {
+        return Err(format!("{shown} is not a directory (a symlink or a file)"));
+    }
+    let me = effective_uid();
+    if meta.uid() != me {
+        return Err(format!(
+            "{shown} belongs to uid {}, not to this user (uid {me}), so its owner could put a library there that this lesson would load",
+            meta.uid()
+        ));
+    }
+    let mode = meta.mode() & 0o7777;
+    if mode & 0o022 != 0 {
+        return Err(format!(
+            "{shown} has mode {mode:04o}: other users can write to it, so they could put a library there that this lesson would load (fix: chmod 700 {shown})"
+        ));
+    }
+    if mode & 0o077 != 0 {
+        std::fs::set_permissions(dir, Permissions::from_mode(0o700))
+            .map_err(|e| format!("cannot chmod 700 {shown}: {e}"))?;
+    }
+    for above in dir.ancestors().skip(1) {
+        let Ok(meta) = std::fs::metadata(above) else {
+            continue;
+        };
+        let replaceable = meta.mode() & 0o022 != 0 && meta.mode() & 0o1000 == 0;
+        if (meta.uid() != me && meta.uid() != 0) || replaceable {
+            return Err(format!(
+                "{} (above {shown}) belongs to uid {} with mode {:04o}, so another user could replace the cache in it",
+                above.display(),
+                meta.uid(),
+                meta.mode() & 0o7777
+            ));
         }
     }
-    anyhow::bail!("cannot create a build directory under {}", root.display())
+    Ok(())
+}
+
+/// A cached build's directory and files must be this user's and writable by
+/// nobody else: in a directory that passed [`open_cache`] they are, unless
+/// they were put there before it was made private.
+fn check_cached(paths: &[&Path]) -> Result<(), String> {
+    let me = effective_uid();
+    for path in paths {
+        let meta =
+            std::fs::symlink_metadata(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        if meta.uid() != me || meta.mode() & 0o022 != 0 || meta.file_type().is_symlink() {
+            return Err(format!(
+                "the cached {} is not this user's alone (uid {}, mode {:04o}); remove it to rebuild",
+                path.display(),
+                meta.uid(),
+                meta.mode() & 0o7777
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn effective_uid() -> u32 {
+    // SAFETY: geteuid cannot fail and has no preconditions.
+    unsafe { libc::geteuid() }
 }
 
 fn nvcc(target: &Target, args: &[String], dir: &Path, input: &str, output: &str) -> Result<()> {
@@ -602,16 +805,48 @@ mod tests {
         };
         assert_eq!(
             cache_root(&env),
-            Path::new("/x/nccl-symmem-rs/05_device_lsa")
+            CacheRoot::Kept("/x/nccl-symmem-rs/05_device_lsa".into())
         );
         let env = Env {
+            xdg_cache_home: Some("relative/cache".into()),
             home: Some("/h".into()),
             ..Env::default()
         };
         assert_eq!(
             cache_root(&env),
-            Path::new("/h/.cache/nccl-symmem-rs/05_device_lsa")
+            CacheRoot::Kept("/h/.cache/nccl-symmem-rs/05_device_lsa".into())
         );
+    }
+
+    #[test]
+    fn without_home_there_is_no_cache_and_never_the_temp_dir() {
+        // It used to be the system temporary directory: a predictable path
+        // another user could create first, with a shim of theirs in it.
+        let CacheRoot::Private { why } = cache_root(&Env::default()) else {
+            panic!("expected no cache")
+        };
+        assert!(why.contains("neither XDG_CACHE_HOME nor HOME"), "{why}");
+    }
+
+    /// A stand-in nvcc that writes its `-o` file, or fails like nvcc.
+    fn fake_nvcc(dir: &Path, works: bool) -> PathBuf {
+        let script = if works {
+            "#!/bin/sh\nwhile [ $# -gt 0 ]; do [ \"$1\" = -o ] && out=$2; shift; done\necho built > \"$out\"\n"
+        } else {
+            "#!/bin/sh\necho 'allreduce_lsa.cu(1): error: identifier \"ncclTeamLsa\" is undefined' >&2\nexit 1\n"
+        };
+        let fake = dir.join(if works { "nvcc" } else { "failing-nvcc" });
+        fs::write(&fake, script).unwrap();
+        fs::set_permissions(&fake, Permissions::from_mode(0o755)).unwrap();
+        fake
+    }
+
+    fn mode(path: &Path) -> u32 {
+        fs::symlink_metadata(path).unwrap().mode() & 0o7777
+    }
+
+    fn build_dirs(root: &Path) -> Vec<String> {
+        common::testing::leftovers(root, &[BUILD_PREFIX])
     }
 
     #[test]
@@ -621,27 +856,142 @@ mod tests {
             nvcc: tmp.path().join("no-such-nvcc"),
             ..target()
         };
-        let dir = tmp.path().join(target.cache_key());
+        let root = tmp.path().join("cache");
+        let dir = root.join(target.cache_key());
         touch(&dir.join("allreduce_lsa.cubin"));
         touch(&dir.join("allreduce_lsa_fast.cubin"));
         touch(&dir.join("devcomm_shim.so"));
-        let built = build_or_reuse(&target, tmp.path()).unwrap();
+        let built = build_or_reuse(&target, &CacheRoot::Kept(root)).unwrap();
         assert!(!built.compiled);
         assert_eq!(built.cubin, dir.join("allreduce_lsa.cubin"));
     }
 
     #[test]
-    fn a_failed_compile_shows_nvccs_message() {
+    fn the_cache_is_made_private_and_builds_land_in_it() {
         let tmp = tempfile::tempdir().unwrap();
-        // A stand-in "nvcc" that fails the way nvcc does.
-        let fake = tmp.path().join("nvcc");
-        fs::write(&fake, "#!/bin/sh\necho 'allreduce_lsa.cu(1): error: identifier \"ncclTeamLsa\" is undefined' >&2\nexit 1\n").unwrap();
-        fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
         let target = Target {
-            nvcc: fake,
+            nvcc: fake_nvcc(tmp.path(), true),
             ..target()
         };
-        let err = build_or_reuse(&target, &tmp.path().join("cache")).unwrap_err();
+        let root = tmp.path().join("cache/nccl-symmem-rs/05_device_lsa");
+        let built = build_or_reuse(&target, &CacheRoot::Kept(root.clone())).unwrap();
+        assert!(built.compiled);
+        assert_eq!(
+            built.cubin,
+            root.join(target.cache_key()).join("allreduce_lsa.cubin")
+        );
+        assert_eq!(mode(&root), 0o700);
+        assert_eq!(mode(root.parent().unwrap()), 0o700);
+        assert_eq!(mode(&built.shim) & 0o022, 0);
+        assert_eq!(build_dirs(&root), Vec::<String>::new());
+        // A cache this user made readable by others, in an earlier version, is tightened.
+        fs::set_permissions(&root, Permissions::from_mode(0o755)).unwrap();
+        let again = build_or_reuse(&target, &CacheRoot::Kept(root.clone())).unwrap();
+        assert!(!again.compiled);
+        assert_eq!(mode(&root), 0o700);
+    }
+
+    #[test]
+    fn a_cache_others_can_write_is_not_loaded_from() {
+        let tmp = tempfile::tempdir().unwrap();
+        let target = Target {
+            nvcc: fake_nvcc(tmp.path(), true),
+            ..target()
+        };
+        // Another user's shim, planted where the cache key says it would be.
+        let root = tmp.path().join("shared-cache");
+        let planted = root.join(target.cache_key());
+        touch(&planted.join("allreduce_lsa.cubin"));
+        touch(&planted.join("devcomm_shim.so"));
+        fs::set_permissions(&root, Permissions::from_mode(0o777)).unwrap();
+        let why = open_cache(&root).unwrap_err();
+        assert!(
+            why.contains("has mode 0777: other users can write to it"),
+            "{why}"
+        );
+        assert!(why.contains("chmod 700"), "{why}");
+        let built = build_or_reuse(&target, &CacheRoot::Kept(root.clone())).unwrap();
+        assert!(built.compiled, "the planted build was used");
+        assert!(!built.shim.starts_with(&root), "{}", built.shim.display());
+        let private = built.shim.parent().unwrap().to_path_buf();
+        assert_eq!(mode(&private), 0o700);
+        drop(built);
+        assert!(
+            !private.exists(),
+            "the private build directory was not removed"
+        );
+    }
+
+    #[test]
+    fn a_cache_under_a_directory_others_can_write_is_refused() {
+        let tmp = tempfile::tempdir().unwrap();
+        let open = tmp.path().join("open");
+        fs::create_dir(&open).unwrap();
+        fs::set_permissions(&open, Permissions::from_mode(0o777)).unwrap();
+        let why = open_cache(&open.join("cache")).unwrap_err();
+        assert!(
+            why.contains("so another user could replace the cache"),
+            "{why}"
+        );
+        // Sticky, as /tmp is: others cannot rename what is ours in it.
+        fs::set_permissions(&open, Permissions::from_mode(0o1777)).unwrap();
+        assert_eq!(open_cache(&open.join("cache")), Ok(()));
+    }
+
+    #[test]
+    fn a_cache_of_another_user_is_refused() {
+        // Only root can make one; elsewhere the ownership check is covered by code review.
+        if effective_uid() != 0 {
+            return;
+        }
+        let tmp = tempfile::tempdir().unwrap();
+        let theirs = tmp.path().join("theirs");
+        fs::create_dir(&theirs).unwrap();
+        fs::set_permissions(&theirs, Permissions::from_mode(0o700)).unwrap();
+        std::os::unix::fs::chown(&theirs, Some(65534), None).unwrap();
+        let why = open_cache(&theirs).unwrap_err();
+        assert!(
+            why.contains("belongs to uid 65534, not to this user"),
+            "{why}"
+        );
+    }
+
+    #[test]
+    fn without_a_cache_the_ranks_of_a_process_share_one_private_build() {
+        let tmp = tempfile::tempdir().unwrap();
+        let target = Target {
+            nvcc: fake_nvcc(tmp.path(), true),
+            ..target()
+        };
+        let none = CacheRoot::Private {
+            why: "a test".into(),
+        };
+        let first = build_or_reuse(&target, &none).unwrap();
+        let second = build_or_reuse(&target, &none).unwrap();
+        assert!(first.compiled && !second.compiled);
+        assert_eq!(first.cubin, second.cubin);
+        let dir = first.cubin.parent().unwrap().to_path_buf();
+        assert!(dir
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .starts_with(PRIVATE_PREFIX));
+        assert_eq!(mode(&dir), 0o700);
+        drop(first);
+        assert!(dir.exists(), "removed while a rank still used it");
+        drop(second);
+        assert!(!dir.exists(), "the private build directory was not removed");
+    }
+
+    #[test]
+    fn a_failed_compile_shows_nvccs_message_and_leaves_no_build_directory() {
+        let tmp = tempfile::tempdir().unwrap();
+        let target = Target {
+            nvcc: fake_nvcc(tmp.path(), false),
+            ..target()
+        };
+        let root = tmp.path().join("cache");
+        let err = build_or_reuse(&target, &CacheRoot::Kept(root.clone())).unwrap_err();
         let cannot = err
             .downcast_ref::<CannotRun>()
             .expect("a compile error is exit code 2");
@@ -660,5 +1010,22 @@ mod tests {
             cannot.reason
         );
         assert!(cannot.fix.contains("-arch=sm_90"), "{}", cannot.fix);
+        // It used to leave its .build-<pid>-<n> behind.
+        assert_eq!(build_dirs(&root), Vec::<String>::new());
+    }
+
+    #[test]
+    fn a_build_directory_left_by_a_killed_process_is_removed() {
+        let tmp = tempfile::tempdir().unwrap();
+        let target = Target {
+            nvcc: fake_nvcc(tmp.path(), true),
+            ..target()
+        };
+        let root = tmp.path().join("cache");
+        let stale = root.join(common::testing::stale_dir_name(BUILD_PREFIX));
+        fs::create_dir_all(&stale).unwrap();
+        build_or_reuse(&target, &CacheRoot::Kept(root.clone())).unwrap();
+        assert!(!stale.exists());
+        assert_eq!(build_dirs(&root), Vec::<String>::new());
     }
 }

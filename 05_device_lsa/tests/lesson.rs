@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use common::testing::{gpu_ranks, run_with_timeout};
+use common::testing::{gpu_ranks, run_with_timeout, stopped_by_ctrl_c, Disturb};
 
 common::lesson_tests!("05_device_lsa");
 
@@ -172,4 +172,37 @@ fn benchmark_refuses_bad_offsets_and_oversized_oneshot_before_the_gpu() {
         assert_eq!(out.status.code(), Some(2), "{stderr}");
         assert!(stderr.contains(reason), "{reason:?} missing:\n{stderr}");
     }
+}
+
+/// Where this user's kernel cache is, as the lesson finds it.
+fn cache_dir() -> std::path::PathBuf {
+    let absolute = |name| {
+        std::env::var_os(name)
+            .map(std::path::PathBuf::from)
+            .filter(|p| p.is_absolute())
+    };
+    absolute("XDG_CACHE_HOME")
+        .or_else(|| absolute("HOME").map(|home| home.join(".cache")))
+        .unwrap_or_default()
+        .join("nccl-symmem-rs/05_device_lsa")
+}
+
+#[test]
+#[ignore = "needs 2 GPUs and nvcc"]
+fn fault_ctrl_c_stops_a_run_whose_rank_hangs_in_the_kernel() {
+    // The fault matrix's lesson case (docs/src/testing.md): rank 1 hangs
+    // before the kernel, so rank 0 spins in the kernel's first LSA barrier
+    // for ever; Ctrl-C must still end the run, and leave no build directory.
+    let ranks = gpu_ranks();
+    let cache = cache_dir();
+    lesson()
+        .fault(
+            ranks,
+            Some("stall:1:after:Rank 1 created device communicator"),
+            &[],
+            "rank 1 stalls here on purpose",
+            Disturb::CtrlC(Duration::from_millis(500)),
+            &[(&cache, ".build-")],
+        )
+        .assert_clean(&stopped_by_ctrl_c(0, ranks));
 }

@@ -6,23 +6,51 @@
 pub struct LaunchArgs {
     /// Ranks to start as threads of this process, one GPU each [default: every
     /// visible GPU]. Not used in MPI mode, where mpirun's -np decides.
-    #[arg(long = "nthreads", env = "NTHREADS", value_name = "N", value_parser = parse_rank_count)]
+    // allow_negative_numbers: `--nthreads -1` reaches parse_rank_count and gets
+    // its message, instead of clap's "unexpected argument '-1'".
+    #[arg(
+        long = "nthreads",
+        env = "NTHREADS",
+        value_name = "N",
+        value_parser = parse_rank_count,
+        allow_negative_numbers = true
+    )]
     pub nthreads: Option<usize>,
 }
+
+/// The most ranks thread mode starts in one process. Each rank is a thread
+/// driving a GPU of its own, and no machine has this many GPUs; the limit
+/// turns a typo such as `NTHREADS=100000` into a clear error instead of a
+/// hundred thousand threads, which exhausts the process's memory maps and
+/// aborts it (Rust cannot even set up their stack guard pages).
+pub const MAX_THREAD_RANKS: usize = 1024;
 
 /// A lesson without options of its own.
 #[derive(clap::Args, Debug, Clone, Default, PartialEq, Eq)]
 pub struct NoArgs {}
 
-/// Parses `NTHREADS`: a whole number of ranks, at least 1.
+/// Parses `NTHREADS`: a whole number of ranks, from 1 to [`MAX_THREAD_RANKS`].
 pub(crate) fn parse_rank_count(text: &str) -> Result<usize, String> {
-    let n: usize = text.trim().parse().map_err(|_| {
-        format!("'{text}' is not a whole number: NTHREADS is how many ranks (GPUs) to use, e.g. NTHREADS=2")
-    })?;
-    if n == 0 {
-        return Err("NTHREADS must be at least 1: it is how many ranks (GPUs) to use".into());
+    let digits = text.trim();
+    let too_many = || {
+        format!(
+            "NTHREADS={digits} is more ranks than one process starts: at most {MAX_THREAD_RANKS} \
+             (each rank is a thread driving a GPU of its own, and no machine has more GPUs than that); \
+             for ranks on several machines, use the MPI build with mpirun"
+        )
+    };
+    match digits.parse::<usize>() {
+        Ok(0) => Err("NTHREADS must be at least 1: it is how many ranks (GPUs) to use".into()),
+        Ok(n) if n > MAX_THREAD_RANKS => Err(too_many()),
+        Ok(n) => Ok(n),
+        // Only digits, yet no usize: a number too large even to hold.
+        Err(_) if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) => {
+            Err(too_many())
+        }
+        Err(_) => Err(format!(
+            "NTHREADS must be a positive whole number, the number of ranks (GPUs) to use, e.g. NTHREADS=2; '{text}' is not one"
+        )),
     }
-    Ok(n)
 }
 
 #[derive(clap::Parser, Debug)]
@@ -68,10 +96,38 @@ mod tests {
 
     #[test]
     fn non_numbers_are_refused_with_a_reason() {
-        for bad in ["abc", "-1", "2.5", ""] {
+        for bad in ["abc", "-1", "2.5", "", "+-3"] {
             let err = parse_rank_count(bad).unwrap_err();
-            assert!(err.contains("not a whole number"), "{bad}: {err}");
+            assert!(
+                err.contains("must be a positive whole number"),
+                "{bad}: {err}"
+            );
+            assert!(err.contains(&format!("'{bad}' is not one")), "{bad}: {err}");
         }
+    }
+
+    #[test]
+    fn absurd_rank_counts_are_refused_with_the_limit_and_why() {
+        assert_eq!(parse_rank_count("1024"), Ok(MAX_THREAD_RANKS));
+        for bad in ["1025", "100000", "99999999999999999999999"] {
+            let err = parse_rank_count(bad).unwrap_err();
+            assert!(
+                err.contains(&format!("NTHREADS={bad} is more ranks")),
+                "{err}"
+            );
+            assert!(err.contains("at most 1024"), "{err}");
+            assert!(err.contains("a GPU of its own"), "{err}");
+        }
+    }
+
+    #[test]
+    fn a_negative_flag_value_gets_the_same_message() {
+        let err = parse(&["lesson", "--nthreads", "-1"]).unwrap_err();
+        assert_eq!(err.kind(), clap::error::ErrorKind::ValueValidation);
+        assert!(
+            err.to_string().contains("must be a positive whole number"),
+            "{err}"
+        );
     }
 
     #[test]

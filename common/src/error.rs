@@ -104,11 +104,21 @@ pub(crate) fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
     }
 }
 
+/// Leaves the process at once with `code`, while other threads may still be
+/// inside NCCL or CUDA: removes the directories the run registered (see
+/// [`cleanup`](crate::cleanup)), flushes what we printed, then `_exit`.
+///
+/// Not `std::process::exit`: that runs the C exit handlers and static
+/// destructors (the CUDA runtime's, NCCL's, MPI's) under the threads still
+/// using them, which can crash or hang the exit. `_exit` ends the process
+/// without them; the kernel then releases its memory, files and GPU contexts.
 pub(crate) fn flush_and_exit(code: u8) -> ! {
     use std::io::Write;
+    crate::cleanup::remove_registered();
     let _ = std::io::stdout().flush();
     let _ = std::io::stderr().flush();
-    std::process::exit(code.into())
+    // SAFETY: _exit has no preconditions and does not return.
+    unsafe { libc::_exit(code.into()) }
 }
 
 #[cfg(test)]

@@ -2,6 +2,7 @@
 //! ranks, turn their outcome into an exit code.
 
 use std::process::ExitCode;
+use std::time::Duration;
 
 use anyhow::Result;
 use clap::{CommandFactory, FromArgMatches};
@@ -11,6 +12,10 @@ pub use crate::preflight::Needs;
 use crate::preflight::System;
 use crate::rank::RankContext;
 use crate::CannotRun;
+
+/// How long the launcher waits for the other ranks once one has failed,
+/// before it leaves without them (thread mode) or stops the job (MPI mode).
+pub const ABANDON_AFTER: Duration = Duration::from_secs(3);
 
 /// What the launcher needs to know about a program.
 #[derive(Debug, Clone, Copy)]
@@ -58,7 +63,9 @@ where
         Ok(cli) => cli,
         Err(err) => err.exit(),
     };
-    if let Err(problem) = check(&cli.lesson) {
+    // The tests' fault hook is checked like an option (see fault.rs).
+    let checked = check(&cli.lesson).and_then(|()| crate::fault::check_request());
+    if let Err(problem) = checked {
         eprintln!(
             "error: {}: {}{}",
             lesson.name,
@@ -67,6 +74,8 @@ where
         );
         return ExitCode::from(crate::EXIT_CANNOT_RUN);
     }
+    // Before any thread starts, ours or a library's: see signals.rs.
+    crate::signals::stop_on_signals();
     ExitCode::from(start(lesson, cli, body))
 }
 
@@ -100,6 +109,7 @@ where
         &system,
         &format!("{size} rank{}, one thread per GPU", plural(size)),
     );
+    crate::signals::set_ranks((0..size).map(|r| format!("[rank {r}/{size}] ")).collect());
     let devices: Vec<usize> = (0..size).collect();
     crate::threads::run(size, &devices, |ctx| body(ctx, &cli.lesson))
 }

@@ -19,26 +19,33 @@
 //! exit code 0 = verified, 1 = failed, 2 = cannot run here;
 //! one rank's failure ends the whole run promptly with
 //! `[rank r/n] error: ...`; per-rank lines are printed in rank order.
+//! Ctrl-C and SIGTERM stop every rank with `[rank r/n] stopped by ...`, and
+//! no run leaves a directory behind ([`cleanup`]). The tests make a rank fail
+//! or hang on purpose through [`fault`]'s `SYMMEM_TEST_FAULT`.
 
 pub mod bench;
+pub mod cleanup;
 mod cli;
 mod error;
+pub mod fault;
 mod launch;
 #[cfg(feature = "mpi")]
 mod mpi_launch;
 pub mod nccl;
 pub mod preflight;
 mod rank;
+mod signals;
 pub mod testing;
 #[cfg(not(feature = "mpi"))]
 mod threads;
 pub mod verify;
 
-pub use cli::{LaunchArgs, NoArgs};
+pub use cleanup::host_name;
+pub use cli::{LaunchArgs, NoArgs, MAX_THREAD_RANKS};
 pub use error::{exit_code, CannotRun, PeerFailed, EXIT_CANNOT_RUN, EXIT_FAILED, EXIT_OK};
-pub use launch::{run, run_checked, Lesson, Needs};
+pub use launch::{run, run_checked, Lesson, Needs, ABANDON_AFTER};
 pub use preflight::NcclVersion;
-pub use rank::RankContext;
+pub use rank::{leaving_on_error, RankContext};
 
 /// How this build starts its ranks: `"threads"` (default) or `"mpi"`.
 pub fn launch_mode() -> &'static str {

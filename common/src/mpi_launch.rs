@@ -6,10 +6,20 @@
 //! job of one rank (an MPI "singleton").
 //!
 //! A rank that fails prints its error and calls `MPI_Abort`, which makes
-//! mpirun stop every process, including those blocked inside NCCL.
+//! mpirun stop every process, including those blocked inside NCCL. A failure
+//! every rank agrees on (a wrong result, "cannot run here") ends through
+//! `MPI_Finalize` instead, every rank returning the same code.
+//!
+//! NOTE: Open MPI 4's mpirun stops a job in which a process exits non-zero
+//! even when every process is already exiting, and sleeps a second before
+//! each of its SIGTERM and SIGKILL (`odls_base_sigkill_timeout`, default 1),
+//! so an agreed failure ends about 2 s after the ranks have. `MPI_Abort` ends
+//! faster but prints a banner meant for crashes; a refused run stays clean.
 
 use std::io::Write;
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 use anyhow::Result;
 use mpi::collective::SystemOperation;
@@ -23,7 +33,7 @@ use crate::error::{
     exit_code, fix_lines, flush_and_exit, panic_message, render, EXIT_CANNOT_RUN, EXIT_FAILED,
     EXIT_OK,
 };
-use crate::launch::{plural, print_banner, Lesson, Needs};
+use crate::launch::{plural, print_banner, Lesson, Needs, ABANDON_AFTER};
 use crate::preflight::{self, check_gpu_count, System};
 use crate::rank::{Backend, RankContext, Reported};
 
@@ -92,11 +102,28 @@ where
     let world = universe.world();
     let (rank, size) = (world.rank() as usize, world.size() as usize);
     let node = world.split_shared(world.rank());
-    let (local_rank, local_size) = (node.rank() as usize, node.size() as usize);
     let mpi = Mpi { world };
-    let ctx = RankContext::new(rank, size, local_rank, &mpi);
+    let ctx = RankContext::new(rank, size, node.rank() as usize, &mpi);
+    crate::signals::set_ranks(vec![ctx.prefix()]);
+    // Returning drops `universe` last, which calls MPI_Finalize.
+    run_rank(&ctx, &mpi, &node, lesson, launch, body)
+}
 
-    let system = match agree_on_preflight(&ctx, lesson, local_size) {
+/// Runs this rank; returns the exit code every rank agreed on, or stops the
+/// job (`MPI_Abort`) when this rank failed on its own.
+fn run_rank<F>(
+    ctx: &RankContext,
+    mpi: &Mpi,
+    node: &SimpleCommunicator,
+    lesson: &Lesson,
+    launch: LaunchArgs,
+    body: F,
+) -> u8
+where
+    F: Fn(&RankContext) -> Result<()>,
+{
+    let (size, local_rank) = (ctx.size(), node.rank() as usize);
+    let system = match agree_on_preflight(ctx, node, lesson) {
         Ok(Some(system)) => system,
         Ok(None) => return EXIT_CANNOT_RUN,
         Err(err) => {
@@ -126,8 +153,11 @@ where
         );
     }
 
-    let outcome = catch_unwind(AssertUnwindSafe(|| body(&ctx)))
+    let returned = Arc::new(AtomicBool::new(false));
+    stop_if_stuck_after_failing(ctx.prefix(), Arc::clone(&returned));
+    let outcome = catch_unwind(AssertUnwindSafe(|| body(ctx)))
         .unwrap_or_else(|panic| Err(anyhow::anyhow!("panicked: {}", panic_message(&*panic))));
+    returned.store(true, Ordering::SeqCst);
     let _ = std::io::stdout().flush();
     match outcome {
         Ok(()) => EXIT_OK,
@@ -143,27 +173,86 @@ where
                 flush_and_exit(exit_code(&err));
             }
             // The others may be blocked in NCCL waiting for this rank: stop the job.
-            mpi.world.abort(exit_code(&err).into())
+            abort_job(exit_code(&err))
         }
     }
 }
 
+/// `MPI_Abort`: mpirun stops every process of the job, also those blocked
+/// inside NCCL. This process first removes the directories it registered
+/// (see [`cleanup`](crate::cleanup)): no destructor runs after this.
+fn abort_job(code: u8) -> ! {
+    crate::cleanup::remove_registered();
+    let _ = std::io::stdout().flush();
+    let _ = std::io::stderr().flush();
+    // SAFETY: MPI is initialised and not finalised; MPI_Abort does not return.
+    // Called from a second thread only by `stop_if_stuck_after_failing`, when
+    // the main thread is stuck inside NCCL: Open MPI aborts from any thread.
+    unsafe { mpi::ffi::MPI_Abort(mpi::ffi::RSMPI_COMM_WORLD, code.into()) };
+    flush_and_exit(code)
+}
+
+/// When this rank starts to leave through an error (its NCCL guards are
+/// dropped), a guard's NCCL call may wait for ranks that are themselves stuck
+/// waiting for this one, and the error would never be printed nor the job
+/// aborted. So a watchdog stops the job if the rank has not returned within
+/// [`ABANDON_AFTER`] of that moment.
+fn stop_if_stuck_after_failing(prefix: String, returned: Arc<AtomicBool>) {
+    crate::rank::when_leaving_on_error(Box::new(move || {
+        let _ = std::thread::Builder::new()
+            .name("watchdog".into())
+            .spawn(move || {
+                std::thread::sleep(ABANDON_AFTER);
+                if !returned.load(Ordering::SeqCst) {
+                    eprintln!(
+                        "{prefix}error: failed, but its error is still on its way: releasing its NCCL resources has waited {} s for ranks that are stuck; stopping the job",
+                        ABANDON_AFTER.as_secs()
+                    );
+                    abort_job(EXIT_FAILED);
+                }
+            });
+    }));
+}
+
 /// Preflight on every rank; rank 0 prints every rank's problems, grouped, and
 /// all ranks agree whether to go on. `Ok(None)`: cannot run (already printed).
+///
+/// Each node's first rank checks first, and the others only if it found
+/// nothing wrong: when a node cannot run the lesson (no driver, more ranks
+/// than GPUs), 64 ranks need not all initialise the CUDA driver to find the
+/// same thing, which costs seconds on a node with large GPUs.
 fn agree_on_preflight(
     ctx: &RankContext,
+    node: &SimpleCommunicator,
     lesson: &Lesson,
-    local_size: usize,
 ) -> Result<Option<System>> {
-    let local = preflight::check(lesson.needs).and_then(|system| {
-        let gpus = system.driver.map_or(0, |d| d.gpus);
-        match lesson.needs {
-            Needs::Nothing => Ok(system),
-            _ => check_gpu_count(local_size, gpus, true)
-                .map(|()| system)
-                .map_err(|p| vec![p]),
+    let local_size = node.size() as usize;
+    let check_here = || {
+        preflight::check(lesson.needs).and_then(|system| {
+            let gpus = system.driver.map_or(0, |d| d.gpus);
+            match lesson.needs {
+                Needs::Nothing => Ok(system),
+                _ => check_gpu_count(local_size, gpus, true)
+                    .map(|()| system)
+                    .map_err(|p| vec![p]),
+            }
+        })
+    };
+    let leader = node.process_at_rank(0);
+    let local = if node.rank() == 0 {
+        let local = check_here();
+        leader.broadcast_into(&mut u8::from(local.is_ok()));
+        local
+    } else {
+        let mut leader_ok = 0u8;
+        leader.broadcast_into(&mut leader_ok);
+        if leader_ok == 1 {
+            check_here()
+        } else {
+            // The leader reports this node's problem; nothing to add.
+            Err(Vec::new())
         }
-    });
+    };
     let text = match &local {
         Ok(_) => String::new(),
         Err(problems) => problems

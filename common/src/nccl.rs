@@ -15,7 +15,10 @@
 //! the success path, and a `Drop` that makes the same call if an error path
 //! skipped it. `Registration` and `Window` borrow the communicator and the
 //! buffer, so the compiler enforces NCCL's teardown order: deregister before
-//! `ncclMemFree`, and before the communicator is destroyed.
+//! `ncclMemFree`, and before the communicator is destroyed. A `Drop` that
+//! finds its resource unreleased first tells the launcher that this rank is
+//! failing: its NCCL call may wait for peers that wait for this rank, and the
+//! launcher must not wait for it to return (see `threads.rs`, `mpi_launch.rs`).
 
 use std::ffi::{c_int, c_void, CStr};
 use std::fmt;
@@ -147,6 +150,8 @@ impl Communicator {
             unsafe { std::slice::from_raw_parts_mut(id.internal.as_mut_ptr().cast::<u8>(), 128) };
         ctx.broadcast(id_bytes)
             .context("sharing the NCCL unique id")?;
+        // The tests' fault hook (SYMMEM_TEST_FAULT=...:init).
+        crate::fault::at(ctx.rank(), crate::fault::Point::Init)?;
         let mut raw = ptr::null_mut();
         // SAFETY: `raw` receives a new communicator; the id is the one every rank got.
         unsafe { sys::ncclCommInitRank(&mut raw, ctx.size() as c_int, id, ctx.rank() as c_int) }
@@ -176,6 +181,7 @@ impl Drop for Communicator {
     /// Error path: `ncclCommAbort` does not wait for peers that may never come.
     fn drop(&mut self) {
         if !self.raw.is_null() {
+            crate::rank::leaving_on_error();
             // SAFETY: `raw` is live and not used after this.
             if let Err(err) = unsafe { sys::ncclCommAbort(self.raw) }.check("ncclCommAbort") {
                 eprintln!("warning: cleanup: {err}");
@@ -254,6 +260,7 @@ impl NcclBuffer {
 impl Drop for NcclBuffer {
     fn drop(&mut self) {
         if !self.ptr.is_null() {
+            crate::rank::leaving_on_error();
             // SAFETY: as in `free`.
             if let Err(err) = unsafe { sys::ncclMemFree(self.ptr) }.check("ncclMemFree") {
                 eprintln!("warning: cleanup: {err}");
@@ -297,6 +304,7 @@ impl<'a> Registration<'a> {
 impl Drop for Registration<'_> {
     fn drop(&mut self) {
         if !self.handle.is_null() {
+            crate::rank::leaving_on_error();
             // SAFETY: as in `deregister`.
             if let Err(err) = unsafe { sys::ncclCommDeregister(self.comm.raw, self.handle) }
                 .check("ncclCommDeregister")
@@ -363,6 +371,7 @@ impl<'a> Window<'a> {
 impl Drop for Window<'_> {
     fn drop(&mut self) {
         if !self.raw.is_null() {
+            crate::rank::leaving_on_error();
             // SAFETY: as in `deregister`.
             if let Err(err) = unsafe { sys::ncclCommWindowDeregister(self.comm.raw, self.raw) }
                 .check("ncclCommWindowDeregister")

@@ -168,16 +168,16 @@ pub fn probe_driver() -> Result<Driver, CannotRun> {
             ),
         });
     }
-    let mut version: c_int = 0;
-    let mut count: c_int = 0;
-    // SAFETY: cuInit succeeded; both calls write one int.
-    unsafe {
-        cu::cuDriverGetVersion(&mut version);
-        cu::cuDeviceGetCount(&mut count);
-    }
+    // SAFETY (both): cuInit succeeded; each call writes one int.
+    let version = driver_query("cuDriverGetVersion", |out| unsafe {
+        cu::cuDriverGetVersion(out)
+    })?;
+    let count = driver_query("cuDeviceGetCount", |out| unsafe {
+        cu::cuDeviceGetCount(out)
+    })?;
     let driver = Driver {
         version,
-        gpus: count.max(0) as usize,
+        gpus: usize::try_from(count).unwrap_or(0),
     };
     if version < MIN_DRIVER {
         return Err(CannotRun::new(
@@ -197,6 +197,23 @@ pub fn probe_driver() -> Result<Driver, CannotRun> {
     Ok(driver)
 }
 
+/// Calls a driver query that writes one int, and turns a failure into a
+/// problem that names the call: a driver that initialises but then fails
+/// must not be read as "version 0" or "no GPU".
+fn driver_query(
+    call: &str,
+    query: impl FnOnce(*mut c_int) -> cu::CUresult,
+) -> Result<c_int, CannotRun> {
+    let mut value: c_int = 0;
+    match query(&mut value) {
+        cu::CUresult::CUDA_SUCCESS => Ok(value),
+        err => Err(CannotRun::new(
+            format!("the CUDA driver initialised, but {call} returned {err:?}"),
+            "check `nvidia-smi`: the kernel module and the user-space driver must be the same version",
+        )),
+    }
+}
+
 /// What looking for NCCL found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum NcclProbe {
@@ -204,8 +221,13 @@ pub enum NcclProbe {
     Found(NcclLibrary),
     /// Not under cudarc's names, but under a runtime name such as `libnccl.so.2`.
     OnlyRuntimeName { name: String, path: PathBuf },
-    /// A file by that name exists but does not load (a missing dependency, say).
-    Broken { name: String, error: String },
+    /// A file by that name exists but does not load (a missing dependency,
+    /// say): the loader's own message, and the file where it can be found.
+    Broken {
+        name: String,
+        path: Option<PathBuf>,
+        error: String,
+    },
     /// Not found at all.
     Missing,
 }
@@ -224,6 +246,7 @@ pub fn probe_nccl(names: &[String], runtime_names: &[String]) -> NcclProbe {
             Err(error) if !is_not_found(name, &error) && broken.is_none() => {
                 broken = Some(NcclProbe::Broken {
                     name: name.clone(),
+                    path: loader_search(name),
                     error,
                 });
             }
@@ -271,10 +294,21 @@ impl NcclProbe {
                     path.display()
                 ),
             )),
-            NcclProbe::Broken { name, error } => Err(CannotRun::new(
-                format!("NCCL ({name}) is present but does not load: {error}"),
-                "install the CUDA libraries it depends on, or an NCCL built for this CUDA version",
-            )),
+            NcclProbe::Broken { name, path, error } => {
+                let (file, ldd) = match &path {
+                    Some(path) if path.as_os_str() != name.as_str() => {
+                        (format!("{name} at {}", path.display()), path.display().to_string())
+                    }
+                    _ => (name.clone(), name.clone()),
+                };
+                Err(CannotRun::new(
+                    format!("NCCL is present ({file}) but does not load; the loader says: {error}"),
+                    format!(
+                        "install what the loader names (`ldd {ldd}` lists what NCCL needs and what is missing),\n\
+                         or add its directory to LD_LIBRARY_PATH; or install an NCCL built for this CUDA version"
+                    ),
+                ))
+            }
             NcclProbe::Missing => Err(CannotRun::new(
                 "NCCL not found: the dynamic loader finds neither libnccl.so nor libnccl.so.2",
                 format!(
@@ -286,10 +320,50 @@ impl NcclProbe {
     }
 }
 
+/// Did the loader fail to find `name` itself? glibc says
+/// "<name>: cannot open shared object file: No such file or directory". A
+/// missing *dependency* reads the same but names the dependency: then NCCL is
+/// there and broken, which is a different problem with a different fix.
 fn is_not_found(name: &str, error: &str) -> bool {
-    // glibc: "<name>: cannot open shared object file: No such file or directory"
     error.contains(&format!("{name}: cannot open shared object file"))
-        || error.contains("No such file")
+}
+
+/// The file the loader finds for `name`, searched as it searches: a name with
+/// a slash is a path; otherwise `LD_LIBRARY_PATH`, the directories listed in
+/// `/etc/ld.so.conf.d/*.conf`, then the default ones. `None` if no such file
+/// exists there. Used only to say *which* file failed to load.
+fn loader_search(name: &str) -> Option<PathBuf> {
+    if name.contains('/') {
+        return Some(PathBuf::from(name));
+    }
+    let mut dirs: Vec<PathBuf> = std::env::var_os("LD_LIBRARY_PATH")
+        .map(|paths| std::env::split_paths(&paths).collect())
+        .unwrap_or_default();
+    if let Ok(entries) = std::fs::read_dir("/etc/ld.so.conf.d") {
+        let mut confs: Vec<PathBuf> = entries.filter_map(|e| Some(e.ok()?.path())).collect();
+        confs.sort();
+        for conf in confs
+            .iter()
+            .filter(|p| p.extension() == Some(OsStr::new("conf")))
+        {
+            let text = std::fs::read_to_string(conf).unwrap_or_default();
+            dirs.extend(
+                text.lines()
+                    .map(str::trim)
+                    .filter(|line| line.starts_with('/'))
+                    .map(PathBuf::from),
+            );
+        }
+    }
+    dirs.extend(
+        ["/lib64", "/usr/lib64", "/lib", "/usr/lib"]
+            .iter()
+            .map(PathBuf::from),
+    );
+    dirs.into_iter()
+        .map(|dir| dir.join(name))
+        .find(|candidate| candidate.is_file())
+        .map(|found| found.canonicalize().unwrap_or(found))
 }
 
 fn load_nccl(name: &str) -> Result<(libloading::Library, NcclLibrary), String> {
@@ -305,8 +379,10 @@ fn load_nccl(name: &str) -> Result<(libloading::Library, NcclLibrary), String> {
         if status != 0 {
             return Err(format!("ncclGetVersion returned error {status}"));
         }
+        let code = u32::try_from(code)
+            .map_err(|_| format!("ncclGetVersion reported version code {code}"))?;
         let path = library_path(*get_version as usize).unwrap_or_else(|| PathBuf::from(name));
-        let version = NcclVersion::from_code(code.max(0) as u32);
+        let version = NcclVersion::from_code(code);
         Ok((library, NcclLibrary { version, path }))
     }
 }
@@ -451,6 +527,86 @@ mod tests {
         std::fs::write(&fake, b"not an ELF file").unwrap();
         let probe = probe_nccl(&[fake.display().to_string()], &[]);
         assert!(matches!(probe, NcclProbe::Broken { .. }), "{probe:?}");
+        let err = probe
+            .require(NcclVersion::new(2, 27, 0), "windows")
+            .unwrap_err();
+        // The file, and the loader's own words ("file too short"), not a guess.
+        assert!(
+            err.reason.starts_with(&format!(
+                "NCCL is present ({}) but does not load; the loader says: ",
+                fake.display()
+            )),
+            "{err}"
+        );
+        assert!(err.reason.contains("file too short"), "{err}");
+    }
+
+    #[test]
+    fn a_library_missing_a_dependency_is_broken_not_missing() {
+        // A libnccl.so that exists but needs a library that is gone: the
+        // loader's "cannot open shared object file" names the dependency, and
+        // that must not read as "NCCL not found".
+        let dir = tempfile::tempdir().unwrap();
+        let Some(dependency) = crate::testing::build_c_library(
+            dir.path(),
+            "libgone_for_test.so",
+            "int gone(void) { return 1; }\n",
+            &[],
+        ) else {
+            return;
+        };
+        let search = format!("-L{}", dir.path().display());
+        let lib = crate::testing::build_c_library(
+            dir.path(),
+            "libnccl.so",
+            "int gone(void);\nint ncclGetVersion(int *v) { *v = 22803; return gone() - 1; }\n",
+            &[&search, "-lgone_for_test"],
+        )
+        .expect("the compiler that built the dependency builds this too");
+        std::fs::remove_file(&dependency).unwrap();
+        let probe = probe_nccl(&[lib.display().to_string()], &[]);
+        let NcclProbe::Broken { path, error, .. } = &probe else {
+            panic!("expected Broken, got {probe:?}")
+        };
+        assert_eq!(path.as_deref(), Some(lib.as_path()));
+        assert!(
+            error.contains("libgone_for_test.so: cannot open shared object file"),
+            "{error}"
+        );
+        let err = probe
+            .require(NcclVersion::new(2, 27, 0), "windows")
+            .unwrap_err();
+        assert!(!err.reason.contains("not found"), "{err}");
+        assert!(err.reason.contains(&lib.display().to_string()), "{err}");
+        assert!(
+            err.fix.contains(&format!("ldd {}", lib.display())),
+            "{}",
+            err.fix
+        );
+    }
+
+    #[test]
+    fn the_loader_search_names_the_file_it_would_load() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("libx.so");
+        assert_eq!(loader_search(&path.display().to_string()), Some(path));
+        assert_eq!(loader_search("libnothing_by_this_name_for_test.so"), None);
+    }
+
+    #[test]
+    fn a_failing_driver_query_names_the_call() {
+        let err =
+            driver_query("cuDeviceGetCount", |_| cu::CUresult::CUDA_ERROR_UNKNOWN).unwrap_err();
+        assert_eq!(
+            err.reason,
+            "the CUDA driver initialised, but cuDeviceGetCount returned CUDA_ERROR_UNKNOWN"
+        );
+        let ok = driver_query("cuDriverGetVersion", |out| {
+            // SAFETY: `out` points at the query's int.
+            unsafe { *out = 13000 };
+            cu::CUresult::CUDA_SUCCESS
+        });
+        assert_eq!(ok.unwrap(), 13000);
     }
 
     #[test]

@@ -120,13 +120,15 @@ impl<'a> RankContext<'a> {
     /// Collective: every rank passes one line; rank 0 prints them in rank order.
     /// The output is the same in thread and MPI mode, whatever the scheduling.
     pub fn println_ordered(&self, line: impl Display) -> Result<()> {
-        if let Some(lines) = self.gather(line.to_string().into_bytes())? {
+        let line = line.to_string();
+        if let Some(lines) = self.gather(line.clone().into_bytes())? {
             let mut out = std::io::stdout().lock();
             for line in lines {
                 let _ = writeln!(out, "{}", String::from_utf8_lossy(&line));
             }
         }
-        Ok(())
+        // The tests' fault hook (SYMMEM_TEST_FAULT=...:after:<text>).
+        crate::fault::at(self.rank, crate::fault::Point::AfterLine(&line))
     }
 
     /// Collective: succeeds on every rank (with its own `local` value) only if
@@ -181,5 +183,33 @@ impl<'a> RankContext<'a> {
     /// `[rank r/n] `: the prefix of this rank's error lines.
     pub fn prefix(&self) -> String {
         format!("[rank {}/{}] ", self.rank, self.size)
+    }
+}
+
+thread_local! {
+    /// What this rank's launcher wants to hear the moment the rank starts to
+    /// leave through an error; see [`leaving_on_error`].
+    static ON_ERROR_PATH: std::cell::RefCell<Option<Box<dyn FnOnce()>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// Sets what [`leaving_on_error`] calls on this thread (the rank's).
+pub(crate) fn when_leaving_on_error(notice: Box<dyn FnOnce()>) {
+    ON_ERROR_PATH.with(|slot| *slot.borrow_mut() = Some(notice));
+}
+
+/// Tells the launcher that this rank is leaving through an error. Call it
+/// from the `Drop` of a guard whose release may wait for other ranks, before
+/// that release, when the guard is dropped unreleased (which only happens on
+/// an error path); the NCCL guards in [`nccl`](crate::nccl) do.
+///
+/// The launcher then hears of the failure at once rather than when the rank
+/// returns: the guard's release (a window deregistration is collective) may
+/// wait for peers that are themselves stuck waiting for this rank, and then
+/// the rank never returns. Once told, the launcher stops the run if the rank
+/// has not returned within [`ABANDON_AFTER`](crate::ABANDON_AFTER).
+pub fn leaving_on_error() {
+    if let Some(notice) = ON_ERROR_PATH.with(|slot| slot.borrow_mut().take()) {
+        notice();
     }
 }

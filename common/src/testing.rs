@@ -6,8 +6,10 @@
 //! one line (a path, a version), and nothing else is a wildcard.
 
 use std::io::Read;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// The path of a binary of the package under test: `NEXTEST_BIN_EXE_<name>`
@@ -24,6 +26,18 @@ pub fn binary(name: &str, cargo_path: &str) -> PathBuf {
         }
     }
     PathBuf::from(cargo_path)
+}
+
+/// The directory of the crate under test, looked up when the test runs:
+/// `CARGO_MANIFEST_DIR` as cargo and nextest set it for the test process
+/// (nextest's `--workspace-remap` points it at the moved source tree). Only a
+/// binary started by hand, without it, falls back to `cargo_manifest_dir`,
+/// the build machine's path (`env!("CARGO_MANIFEST_DIR")`, passed by the
+/// caller). Never read a test's files through a path fixed at compile time:
+/// an archive built here runs on the GPU machine, where that path is gone.
+pub fn crate_dir(cargo_manifest_dir: &str) -> PathBuf {
+    std::env::var_os("CARGO_MANIFEST_DIR")
+        .map_or_else(|| PathBuf::from(cargo_manifest_dir), PathBuf::from)
 }
 
 /// How many ranks the GPU tests use: `GPU_TEST_RANKS`, default 2.
@@ -57,44 +71,354 @@ pub fn keep_multicast_off(cmd: &mut Command) {
 }
 
 /// Runs `cmd` to completion, panicking if it takes longer than `limit` (the
-/// process is killed first). A test that hangs is a failed test.
+/// process and everything it started are killed first). A test that hangs is
+/// a failed test.
 pub fn run_with_timeout(cmd: &mut Command, limit: Duration) -> Output {
-    let mut child = cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot start {cmd:?}: {e}"));
-    let mut stdout = child.stdout.take().expect("piped stdout");
-    let mut stderr = child.stderr.take().expect("piped stderr");
-    let out_reader = std::thread::spawn(move || {
-        let mut buf = Vec::new();
-        let _ = stdout.read_to_end(&mut buf);
-        buf
-    });
-    let err_reader = std::thread::spawn(move || {
-        let mut buf = Vec::new();
-        let _ = stderr.read_to_end(&mut buf);
-        buf
-    });
-    let start = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("wait for child") {
-            break status;
+    Started::new(cmd).finish(limit)
+}
+
+/// A program started by a test, in a session of its own, its output
+/// collected as it comes.
+///
+/// The session holds every process the program starts (mpirun's ranks have
+/// process groups of their own, but stay in its session), so the test can
+/// find them, kill them all on a timeout, and check that none is left behind,
+/// zombies included. The program also leads its own process group, so
+/// [`signal_group`](Self::signal_group) is what Ctrl-C in a terminal does.
+pub struct Started {
+    command: String,
+    child: std::process::Child,
+    stdout: Collected,
+    stderr: Collected,
+    readers: Vec<std::thread::JoinHandle<()>>,
+}
+
+/// The bytes read so far from one of the program's pipes.
+type Collected = Arc<Mutex<Vec<u8>>>;
+
+/// Reads `pipe` into `sink` on a thread of its own, until the pipe closes.
+fn collect(mut pipe: impl Read + Send + 'static, sink: &Collected) -> std::thread::JoinHandle<()> {
+    let sink = Arc::clone(sink);
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 4096];
+        while let Ok(n @ 1..) = pipe.read(&mut buf) {
+            sink.lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .extend_from_slice(&buf[..n]);
         }
-        if start.elapsed() > limit {
-            let _ = child.kill();
-            let _ = child.wait();
-            let out = String::from_utf8_lossy(&out_reader.join().unwrap_or_default()).into_owned();
-            let err = String::from_utf8_lossy(&err_reader.join().unwrap_or_default()).into_owned();
-            panic!("{cmd:?} did not finish within {limit:?}: killed.\n--- stdout\n{out}\n--- stderr\n{err}");
+    })
+}
+
+impl Started {
+    pub fn new(cmd: &mut Command) -> Self {
+        // SAFETY: setsid is async-signal-safe and touches no memory of ours.
+        unsafe {
+            cmd.pre_exec(|| {
+                libc::setsid();
+                Ok(())
+            });
         }
-        std::thread::sleep(Duration::from_millis(20));
+        let mut child = cmd
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {cmd:?}: {e}"));
+        let (stdout, stderr): (Collected, Collected) = (Arc::default(), Arc::default());
+        let readers = vec![
+            collect(child.stdout.take().expect("piped stdout"), &stdout),
+            collect(child.stderr.take().expect("piped stderr"), &stderr),
+        ];
+        Self {
+            command: format!("{cmd:?}"),
+            child,
+            stdout,
+            stderr,
+            readers,
+        }
+    }
+
+    /// The program's pid, which is also its process group and session.
+    pub fn pid(&self) -> i32 {
+        self.child.id() as i32
+    }
+
+    fn text(&self) -> (String, String) {
+        let read = |b: &Collected| {
+            String::from_utf8_lossy(&b.lock().unwrap_or_else(|p| p.into_inner())).into_owned()
+        };
+        (read(&self.stdout), read(&self.stderr))
+    }
+
+    /// Waits until stdout or stderr holds `text`, and returns when it did.
+    /// Panics, after killing everything, if it does not within `limit` or
+    /// the program ends first.
+    pub fn wait_for(&mut self, text: &str, limit: Duration) -> Instant {
+        let start = Instant::now();
+        loop {
+            let (out, err) = self.text();
+            if out.contains(text) || err.contains(text) {
+                return Instant::now();
+            }
+            let ended = matches!(self.child.try_wait(), Ok(Some(_)));
+            if ended || start.elapsed() > limit {
+                self.kill_session();
+                panic!(
+                    "{}: {text:?} did not appear{}\n--- stdout\n{out}\n--- stderr\n{err}",
+                    self.command,
+                    if ended {
+                        " before it ended"
+                    } else {
+                        " in time"
+                    }
+                );
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Sends `signal` to the program's process group: SIGINT is Ctrl-C.
+    pub fn signal_group(&self, signal: i32) {
+        // SAFETY: kill only sends a signal.
+        unsafe { libc::kill(-self.pid(), signal) };
+    }
+
+    /// The pid of MPI rank `rank` among the program's processes.
+    pub fn mpi_rank_pid(&self, rank: usize) -> Option<i32> {
+        let wanted = format!("OMPI_COMM_WORLD_RANK={rank}");
+        session_processes(self.pid())
+            .into_iter()
+            .find_map(|(pid, _)| {
+                let environ = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
+                environ
+                    .split(|&b| b == 0)
+                    .any(|var| var == wanted.as_bytes())
+                    .then_some(pid)
+            })
+    }
+
+    /// Waits for the program to end and returns its output. If it has not
+    /// ended within `limit`, kills it and everything it started, and panics.
+    pub fn finish(mut self, limit: Duration) -> Output {
+        let start = Instant::now();
+        let status = loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                break status;
+            }
+            if start.elapsed() > limit {
+                self.kill_session();
+                let _ = self.child.wait();
+                let (out, err) = self.text();
+                panic!(
+                    "{} did not finish within {limit:?}: killed.\n--- stdout\n{out}\n--- stderr\n{err}",
+                    self.command
+                );
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        // A process of the session that outlived the program may hold the
+        // pipes open: do not wait for it to close them.
+        let until = Instant::now() + Duration::from_secs(2);
+        while self.readers.iter().any(|r| !r.is_finished()) && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let (stdout, stderr) = self.text();
+        Output {
+            status,
+            stdout: stdout.into_bytes(),
+            stderr: stderr.into_bytes(),
+        }
+    }
+
+    fn kill_session(&self) {
+        for (pid, _) in session_processes(self.pid()) {
+            // SAFETY: kill only sends a signal.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+    }
+}
+
+/// The processes of session `session` (zombies too): pid and a description
+/// (`pid comm state`) from `/proc/<pid>/stat`.
+pub fn session_processes(session: i32) -> Vec<(i32, String)> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
     };
-    Output {
-        status,
-        stdout: out_reader.join().unwrap_or_default(),
-        stderr: err_reader.join().unwrap_or_default(),
+    entries
+        .filter_map(|entry| {
+            let pid: i32 = entry.ok()?.file_name().to_str()?.parse().ok()?;
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+            // pid (comm) state ppid pgrp session ...; comm may hold spaces.
+            let (head, rest) = stat.rsplit_once(')')?;
+            let comm = head.split_once('(')?.1;
+            let fields: Vec<&str> = rest.split_whitespace().collect();
+            let sid: i32 = fields.get(3)?.parse().ok()?;
+            (sid == session).then(|| (pid, format!("{pid} {comm} {}", fields[0])))
+        })
+        .collect()
+}
+
+/// The processes still in `session` after up to `grace` (a process that has
+/// just exited may stay a zombie until its parent or init collects it).
+pub fn processes_left(session: i32, grace: Duration) -> Vec<String> {
+    let until = Instant::now() + grace;
+    loop {
+        let left = session_processes(session);
+        if left.is_empty() || Instant::now() > until {
+            return left.into_iter().map(|(_, text)| text).collect();
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Entries of `dir` whose names start with one of `prefixes`: what a run
+/// must not leave behind (socket directories, build directories).
+pub fn leftovers(dir: &Path, prefixes: &[&str]) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .filter_map(Result::ok)
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|name| prefixes.iter().any(|p| name.starts_with(p)))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// A process id that is free now: a child's that has exited and been
+/// collected. For directories "left by a process that is gone".
+pub fn dead_pid() -> u32 {
+    let mut child = Command::new("true").spawn().expect("start `true`");
+    let pid = child.id();
+    let _ = child.wait();
+    pid
+}
+
+/// The name of a directory that a process of this host, now gone, made with
+/// `prefix` (see [`cleanup::owner_prefix`](crate::cleanup::owner_prefix)):
+/// what a killed run leaves behind.
+pub fn stale_dir_name(prefix: &str) -> String {
+    let mine = crate::cleanup::owner_prefix(prefix);
+    let this_host = mine.trim_end_matches(&format!("{}-", std::process::id()));
+    format!("{this_host}{}-AbC123", dead_pid())
+}
+
+/// What rank `rank` of `ranks` says when Ctrl-C stops it: in thread mode the
+/// process gets SIGINT; under mpirun, mpirun gets it and sends the ranks SIGTERM.
+pub fn stopped_by_ctrl_c(rank: usize, ranks: usize) -> String {
+    let signal = if cfg!(feature = "mpi") {
+        "SIGTERM"
+    } else {
+        "SIGINT (Ctrl-C)"
+    };
+    format!("[rank {rank}/{ranks}] stopped by {signal}")
+}
+
+/// How long a run may take to end once a rank has gone wrong: the fault
+/// matrix's bound (docs/src/testing.md).
+pub const FAULT_LIMIT: Duration = Duration::from_secs(5);
+
+/// What a fault-matrix case does to the running program once its trigger
+/// line has appeared.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Disturb {
+    /// Nothing: the fault is already asked for (`SYMMEM_TEST_FAULT`).
+    Nothing,
+    /// SIGINT to the program's process group, as Ctrl-C in a terminal, this
+    /// long after the trigger (for a run that is busy, not stuck, then).
+    CtrlC(Duration),
+    /// `kill -9` of this MPI rank's process.
+    KillMpiRank(usize),
+}
+
+/// How a fault-matrix case ended.
+#[derive(Debug)]
+pub struct FaultEnd {
+    pub output: Output,
+    /// From the fault (the trigger line, or the signal) to the end of the program.
+    pub after_trigger: Duration,
+    /// Processes of the run still there (zombies included).
+    pub processes_left: Vec<String>,
+    /// Socket or build directories still there.
+    pub dirs_left: Vec<String>,
+}
+
+/// Runs `cmd` for the fault matrix: with `TMPDIR` pointing at a fresh
+/// directory (where lesson 04 makes its socket directories), waits up to
+/// `startup` for `trigger` in its output, disturbs it, and waits for the end.
+/// `watch` adds directories to check for entries starting with a prefix
+/// (lesson 05's cache and its `.build-` directories).
+pub fn fault_case(
+    cmd: &mut Command,
+    trigger: &str,
+    disturb: Disturb,
+    startup: Duration,
+    watch: &[(&Path, &str)],
+) -> FaultEnd {
+    let tmp = tempfile::tempdir().expect("a temporary directory");
+    cmd.env("TMPDIR", tmp.path()).env_remove("XDG_RUNTIME_DIR");
+    let mut started = Started::new(cmd);
+    let session = started.pid();
+    let mut triggered = started.wait_for(trigger, startup);
+    match disturb {
+        Disturb::Nothing => {}
+        Disturb::CtrlC(after) => {
+            std::thread::sleep(after);
+            triggered = Instant::now();
+            started.signal_group(libc::SIGINT);
+        }
+        Disturb::KillMpiRank(rank) => {
+            let pid = started
+                .mpi_rank_pid(rank)
+                .unwrap_or_else(|| panic!("no process of MPI rank {rank} found"));
+            // SAFETY: kill only sends a signal.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+    }
+    let output = started.finish(FAULT_LIMIT * 6);
+    let after_trigger = triggered.elapsed();
+    let mut dirs_left = leftovers(tmp.path(), &["vmm-raw-"]);
+    for (dir, prefix) in watch {
+        dirs_left.extend(leftovers(dir, &[prefix]));
+    }
+    FaultEnd {
+        output,
+        after_trigger,
+        processes_left: processes_left(session, Duration::from_secs(2)),
+        dirs_left,
+    }
+}
+
+impl FaultEnd {
+    /// What every fault case must do: end within [`FAULT_LIMIT`] of the
+    /// trigger, exit non-zero, print `names` (a message naming the rank), and
+    /// leave no process, socket directory or build directory behind.
+    pub fn assert_clean(&self, names: &str) {
+        let all = describe(&self.output);
+        assert!(
+            self.after_trigger < FAULT_LIMIT,
+            "took {:?} after the trigger, more than {FAULT_LIMIT:?}\n{all}",
+            self.after_trigger
+        );
+        assert!(
+            !self.output.status.success(),
+            "a run with a fault exited 0\n{all}"
+        );
+        assert!(
+            String::from_utf8_lossy(&self.output.stderr).contains(names)
+                || String::from_utf8_lossy(&self.output.stdout).contains(names),
+            "no {names:?} in the output\n{all}"
+        );
+        assert!(
+            self.processes_left.is_empty(),
+            "processes left behind: {:?}\n{all}",
+            self.processes_left
+        );
+        assert!(
+            self.dirs_left.is_empty(),
+            "directories left behind: {:?}\n{all}",
+            self.dirs_left
+        );
     }
 }
 
@@ -217,30 +541,41 @@ pub fn compare_steps(readme: &str, source: &str) -> Result<(), String> {
 /// returning `version_code`) named `name` in `dir`, with the system C compiler
 /// (`$CC`, else `cc`). For the preflight tests.
 pub fn build_fake_nccl(dir: &Path, name: &str, version_code: u32) -> PathBuf {
-    let source = dir.join(format!("{name}.c"));
-    std::fs::write(
-        &source,
-        format!("int ncclGetVersion(int *version) {{ *version = {version_code}; return 0; }}\n"),
-    )
-    .expect("write fake NCCL source");
+    let source =
+        format!("int ncclGetVersion(int *version) {{ *version = {version_code}; return 0; }}\n");
+    build_c_library(dir, name, &source, &[]).unwrap_or_else(|| {
+        panic!("these tests build a stand-in libnccl with a C compiler ($CC, else cc), and none starts")
+    })
+}
+
+/// Compiles the C `source` into the shared library `dir/name` with the system
+/// C compiler (`$CC`, else `cc`), `extra` coming last on its command line
+/// (`-L`, `-l`). `None`, with a note on stderr, if there is no compiler: the
+/// caller's test then skips. A compile error fails the test.
+pub fn build_c_library(dir: &Path, name: &str, source: &str, extra: &[&str]) -> Option<PathBuf> {
+    let source_path = dir.join(format!("{name}.c"));
+    std::fs::write(&source_path, source).expect("write the C source");
     let output = dir.join(name);
     let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
-    let status = Command::new(&cc)
+    let status = match Command::new(&cc)
         .args(["-shared", "-fPIC", "-o"])
         .arg(&output)
-        .arg(&source)
+        .arg(&source_path)
+        .args(extra)
         .status()
-        .unwrap_or_else(|e| {
-            panic!(
-                "these tests build a stand-in libnccl with a C compiler; `{cc}` did not start: {e}"
-            )
-        });
+    {
+        Ok(status) => status,
+        Err(err) => {
+            eprintln!("skipped: this test builds a stand-in library with a C compiler, and `{cc}` does not start ({err}); install gcc or set CC");
+            return None;
+        }
+    };
     assert!(
         status.success(),
         "{cc} failed to build {}",
         output.display()
     );
-    output
+    Some(output)
 }
 
 /// An `Output` in full, for assertion messages: exit status, stdout, stderr.
@@ -307,12 +642,10 @@ impl LessonUnderTest {
     /// `env!("CARGO_MANIFEST_DIR")`. Both are looked up at run time first, so
     /// a nextest archive built on one machine runs on another.
     pub fn new(name: &'static str, cargo_binary: &str, cargo_manifest_dir: &str) -> Self {
-        let dir = std::env::var_os("CARGO_MANIFEST_DIR")
-            .map_or_else(|| PathBuf::from(cargo_manifest_dir), PathBuf::from);
         Self {
             name,
             binary: binary(name, cargo_binary),
-            dir,
+            dir: crate_dir(cargo_manifest_dir),
         }
     }
 
@@ -347,6 +680,31 @@ impl LessonUnderTest {
     /// Runs the lesson (see [`command`](Self::command)) with `args`, within `limit`.
     pub fn run(&self, ranks: usize, args: &[&str], limit: Duration) -> Output {
         run_with_timeout(self.command(ranks).args(args), limit)
+    }
+
+    /// A fault-matrix case of the lesson on `ranks` ranks (threads, or mpirun
+    /// in an MPI build), with `SYMMEM_TEST_FAULT=fault` if given: see
+    /// [`fault_case`]. Allows 300 s before `trigger` (nvcc may be building).
+    pub fn fault(
+        &self,
+        ranks: usize,
+        fault: Option<&str>,
+        args: &[&str],
+        trigger: &str,
+        disturb: Disturb,
+        watch: &[(&Path, &str)],
+    ) -> FaultEnd {
+        let mut cmd = self.command(ranks);
+        cmd.args(args);
+        if let Some(fault) = fault {
+            cmd.env(crate::fault::VARIABLE, fault);
+        }
+        fault_case(&mut cmd, trigger, disturb, Duration::from_secs(300), watch)
+    }
+
+    /// The prefix of this run's messages about `rank`: `[rank r/N] `.
+    pub fn rank_prefix(rank: usize, ranks: usize) -> String {
+        format!("[rank {rank}/{ranks}] ")
     }
 
     /// Runs the lesson on `ranks` GPUs and compares stdout with the README's
@@ -403,17 +761,30 @@ impl LessonUnderTest {
         assert!(!stderr.contains("panicked"), "{stderr}");
     }
 
-    /// More ranks than GPUs: exit 2 with the count and the fix, before any NCCL call.
+    /// More ranks than GPUs (one more than this machine has): exit 2 with the
+    /// count and the fix, before any NCCL call, within 5 s also under mpirun.
     pub fn assert_more_ranks_than_gpus_exits_2(&self) {
-        let out = self.run(64, &[], Duration::from_secs(120));
+        let gpus = crate::preflight::probe_driver().map_or(0, |driver| driver.gpus);
+        let ranks = gpus + 1;
+        let start = Instant::now();
+        let out = self.run(ranks, &[], Duration::from_secs(120));
+        let elapsed = start.elapsed();
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{}: {stderr}", self.name);
         let reason = if cfg!(feature = "mpi") {
-            "MPI processes share this node"
+            format!("{ranks} MPI processes share this node")
         } else {
-            "NTHREADS=64 asks for 64 ranks"
+            format!("NTHREADS={ranks} asks for {ranks} ranks")
         };
-        assert!(stderr.contains(reason), "expected {reason:?} in:\n{stderr}");
+        assert!(
+            stderr.contains(&reason),
+            "expected {reason:?} in:\n{stderr}"
+        );
+        assert!(
+            elapsed < Duration::from_secs(5),
+            "{}: refusing {ranks} ranks took {elapsed:?}",
+            self.name
+        );
     }
 }
 

@@ -13,17 +13,15 @@
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::mpsc;
 use std::sync::{Condvar, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::{anyhow, Result};
 
 use crate::error::{
     exit_code, flush_and_exit, panic_message, render, PeerFailed, EXIT_FAILED, EXIT_OK,
 };
+use crate::launch::ABANDON_AFTER;
 use crate::rank::{Backend, RankContext, Reported};
-
-/// How long the launcher waits for the other ranks once one has failed.
-pub const ABANDON_AFTER: Duration = Duration::from_secs(3);
 
 /// The ranks of one process and what they share.
 pub(crate) struct Team {
@@ -132,6 +130,15 @@ impl Backend for Team {
 /// How one rank ended.
 type Outcome = Result<()>;
 
+/// What a rank thread tells the launcher.
+enum Report {
+    /// The rank started to leave through an error (its NCCL guards are being
+    /// dropped); its outcome may never come if a guard's NCCL call blocks.
+    Failing(usize),
+    /// The rank returned.
+    Done(usize, Outcome),
+}
+
 /// Runs `body` on `size` threads, rank r on device `devices[r]`, and returns
 /// the exit code. Prints each failing rank's error as `[rank r/n] error: ...`.
 /// If a rank fails and another does not return within [`ABANDON_AFTER`], exits
@@ -141,13 +148,17 @@ where
     F: Fn(&RankContext) -> Result<()> + Sync,
 {
     let team = Team::new(size);
-    let (report, outcomes_rx) = mpsc::channel::<(usize, Outcome)>();
+    let (report, reports) = mpsc::channel::<Report>();
     std::thread::scope(|scope| {
         for (rank, &device) in devices.iter().enumerate().take(size) {
             let (rank_report, team, body) = (report.clone(), &team, &body);
             let spawned = std::thread::Builder::new()
                 .name(format!("rank-{rank}"))
                 .spawn_scoped(scope, move || {
+                    let failing = rank_report.clone();
+                    crate::rank::when_leaving_on_error(Box::new(move || {
+                        let _ = failing.send(Report::Failing(rank));
+                    }));
                     let ctx = RankContext::new(rank, size, device, team);
                     let outcome =
                         catch_unwind(AssertUnwindSafe(|| body(&ctx))).unwrap_or_else(|panic| {
@@ -156,11 +167,11 @@ where
                     if outcome.is_err() {
                         team.abort();
                     }
-                    let _ = rank_report.send((rank, outcome));
+                    let _ = rank_report.send(Report::Done(rank, outcome));
                 });
             if let Err(err) = spawned {
                 team.abort();
-                let _ = report.send((
+                let _ = report.send(Report::Done(
                     rank,
                     Err(anyhow!("could not start the thread for rank {rank}: {err}")),
                 ));
@@ -169,30 +180,54 @@ where
         drop(report);
 
         let mut outcomes: Vec<Option<Outcome>> = (0..size).map(|_| None).collect();
+        let mut failing = Vec::new();
         let mut deadline: Option<Instant> = None;
         while outcomes.iter().any(Option::is_none) {
             let next = match deadline {
-                None => outcomes_rx.recv().ok(),
-                Some(at) => outcomes_rx
+                None => reports.recv().ok(),
+                Some(at) => reports
                     .recv_timeout(at.saturating_duration_since(Instant::now()))
                     .ok(),
             };
-            let Some((rank, outcome)) = next else { break };
-            if outcome.is_err() && deadline.is_none() {
+            let failed = match next {
+                None => break,
+                Some(Report::Failing(rank)) => {
+                    failing.push(rank);
+                    true
+                }
+                Some(Report::Done(rank, outcome)) => {
+                    let failed = outcome.is_err();
+                    outcomes[rank] = Some(outcome);
+                    failed
+                }
+            };
+            if failed && deadline.is_none() {
+                // Wake the ranks waiting in our collectives, and give the
+                // others a little time to stop.
+                team.abort();
                 deadline = Some(Instant::now() + ABANDON_AFTER);
             }
-            outcomes[rank] = Some(outcome);
         }
 
         let code = report_outcomes(&outcomes);
-        let stuck: Vec<usize> = (0..size).filter(|&rank| outcomes[rank].is_none()).collect();
-        if !stuck.is_empty() {
+        for &rank in failing.iter().filter(|&&rank| outcomes[rank].is_none()) {
             eprintln!(
-                "note: {} did not stop within {} s of the failure (blocked inside NCCL or CUDA, waiting for a peer that has stopped); exiting without {}",
-                ranks_text(&stuck),
-                ABANDON_AFTER.as_secs(),
-                if stuck.len() == 1 { "it" } else { "them" }
+                "[rank {rank}/{size}] error: failed, but its error is still on its way: releasing its NCCL resources has waited {} s for ranks that are stuck",
+                ABANDON_AFTER.as_secs()
             );
+        }
+        let stuck: Vec<usize> = (0..size)
+            .filter(|&rank| outcomes[rank].is_none() && !failing.contains(&rank))
+            .collect();
+        if outcomes.iter().any(Option::is_none) {
+            if !stuck.is_empty() {
+                eprintln!(
+                    "note: {} did not stop within {} s of the failure (blocked inside NCCL or CUDA, waiting for a peer that has stopped); exiting without {}",
+                    ranks_text(&stuck),
+                    ABANDON_AFTER.as_secs(),
+                    if stuck.len() == 1 { "it" } else { "them" }
+                );
+            }
             flush_and_exit(code);
         }
         code
@@ -249,6 +284,7 @@ fn report_outcomes(outcomes: &[Option<Outcome>]) -> u8 {
 mod tests {
     use super::*;
     use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::time::Duration;
 
     #[test]
     fn peer_failure_is_recognised_through_context() {

@@ -18,9 +18,60 @@ fn text(bytes: &[u8]) -> String {
 fn rank_errors(out: &Output) -> Vec<String> {
     text(&out.stderr)
         .lines()
-        .filter(|l| l.starts_with("[rank "))
+        .filter(|l| l.starts_with("[rank ") && l.contains("] error: "))
         .map(str::to_string)
         .collect()
+}
+
+/// A stand-in CUDA driver (`libcuda.so`, built by the C compiler) whose
+/// `cuInit` succeeds and whose `query` call fails; `None` without a compiler.
+fn fake_driver(dir: &std::path::Path, failing: &str) -> Option<()> {
+    let body = |call: &str, value: u32| {
+        if call == failing {
+            "return 999; /* CUDA_ERROR_UNKNOWN */".to_string()
+        } else {
+            format!("*out = {value}; return 0;")
+        }
+    };
+    let source = format!(
+        "int cuInit(unsigned flags) {{ return 0; }}\n\
+         int cuDriverGetVersion(int *out) {{ {} }}\n\
+         int cuDeviceGetCount(int *out) {{ {} }}\n",
+        body("cuDriverGetVersion", 13000),
+        body("cuDeviceGetCount", 2)
+    );
+    common::testing::build_c_library(dir, "libcuda.so", &source, &[])?;
+    std::fs::copy(dir.join("libcuda.so"), dir.join("libcuda.so.1")).ok()?;
+    Some(())
+}
+
+#[test]
+fn a_driver_call_that_fails_after_cuinit_is_named() {
+    // The preflight used to ignore these two return codes: a failing
+    // cuDeviceGetCount read as "no GPU", a failing version query as "0.0".
+    for failing in ["cuDeviceGetCount", "cuDriverGetVersion"] {
+        let dir = tempfile::tempdir().unwrap();
+        if fake_driver(dir.path(), failing).is_none() {
+            return;
+        }
+        let out = run_with_timeout(
+            Command::new(probe())
+                .args(["--needs", "gpu"])
+                .env("LD_LIBRARY_PATH", dir.path())
+                .env("NTHREADS", "1")
+                .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+                .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"),
+            Duration::from_secs(30),
+        );
+        assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
+        assert!(
+            text(&out.stderr).contains(&format!(
+                "the CUDA driver initialised, but {failing} returned CUDA_ERROR_UNKNOWN"
+            )),
+            "{}",
+            describe(&out)
+        );
+    }
 }
 
 #[cfg(not(feature = "mpi"))]
@@ -66,14 +117,43 @@ mod threads {
     }
 
     #[test]
-    fn nthreads_not_a_number_is_refused() {
-        let out = run_probe("abc", &[]);
+    fn nthreads_not_a_positive_number_is_refused() {
+        for bad in ["abc", "-1"] {
+            let out = run_probe(bad, &[]);
+            assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
+            assert!(
+                text(&out.stderr).contains("NTHREADS must be a positive whole number"),
+                "{}",
+                describe(&out)
+            );
+        }
+        let out = run_with_timeout(
+            Command::new(probe())
+                .env_remove("NTHREADS")
+                .args(["--nthreads", "-1"]),
+            Duration::from_secs(30),
+        );
         assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
         assert!(
-            text(&out.stderr).contains("'abc' is not a whole number"),
+            text(&out.stderr).contains("must be a positive whole number"),
             "{}",
             describe(&out)
         );
+    }
+
+    #[test]
+    fn absurd_rank_counts_exit_2_with_the_limit_not_a_crash() {
+        // NTHREADS=100000 used to start threads until the process aborted
+        // ("failed to set up alternative stack guard page").
+        for huge in ["100000", "99999999999999999999999"] {
+            let start = Instant::now();
+            let out = run_probe(huge, &[]);
+            assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
+            let stderr = text(&out.stderr);
+            assert!(stderr.contains("at most 1024"), "{}", describe(&out));
+            assert!(!stderr.contains("panicked"), "{}", describe(&out));
+            assert!(start.elapsed() < Duration::from_secs(5));
+        }
     }
 
     #[test]
@@ -107,6 +187,12 @@ mod threads {
         );
         assert!(
             text(&out.stderr).contains("ranks 0 and 1 did not stop within 3 s of the failure"),
+            "{}",
+            describe(&out)
+        );
+        // The process left with _exit: no exit handler ran under the stuck ranks.
+        assert!(
+            !text(&out.stderr).contains("an exit handler ran"),
             "{}",
             describe(&out)
         );
@@ -270,6 +356,33 @@ mod mpi {
     }
 
     #[test]
+    fn a_refused_run_is_reported_by_the_nodes_first_rank_and_ends_quickly() {
+        // Without a usable GPU every rank would find the same problem; only
+        // the node's first rank initialises the driver to find it (with 64
+        // ranks on one node that was most of a 12 s refusal), and the run
+        // ends within 5 s. mpirun itself adds about 2 s to any non-zero exit.
+        let start = Instant::now();
+        let out = run_with_timeout(
+            mpirun(8, &probe())
+                .args(["--needs", "gpu"])
+                .env("CUDA_VISIBLE_DEVICES", ""),
+            Duration::from_secs(60),
+        );
+        assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
+        assert!(
+            text(&out.stderr)
+                .contains("error: launch-probe cannot run on this system (rank 0 of 8):"),
+            "{}",
+            describe(&out)
+        );
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "{:?}",
+            start.elapsed()
+        );
+    }
+
+    #[test]
     fn nthreads_is_noted_but_not_used() {
         let out = run_with_timeout(
             mpirun(2, &probe()).env("NTHREADS", "7"),
@@ -286,5 +399,105 @@ mod mpi {
             "{}",
             describe(&out)
         );
+    }
+}
+
+/// The fault matrix on the launcher alone (docs/src/testing.md): a rank that
+/// fails, a rank that hangs and then Ctrl-C, a killed MPI rank. Each run must
+/// end within 5 s, exit non-zero, name the rank, and leave nothing behind.
+mod faults {
+    use super::*;
+    use common::testing::{fault_case, Disturb};
+
+    /// `launch-probe` with `ranks` ranks, as threads or under mpirun.
+    fn probe_command(ranks: usize) -> Command {
+        if cfg!(feature = "mpi") {
+            common::testing::mpirun(ranks, &probe())
+        } else {
+            let mut cmd = Command::new(probe());
+            cmd.env("NTHREADS", ranks.to_string());
+            cmd
+        }
+    }
+
+    fn with_fault(ranks: usize, fault: &str) -> Command {
+        let mut cmd = probe_command(ranks);
+        cmd.env("SYMMEM_TEST_FAULT", fault);
+        cmd
+    }
+
+    const STARTUP: Duration = Duration::from_secs(30);
+
+    /// Runs a case that must end cleanly with exit code 1 and print `names`.
+    fn ends_with_exit_1(cmd: &mut Command, trigger: &str, names: &str) {
+        let end = fault_case(cmd, trigger, Disturb::Nothing, STARTUP, &[]);
+        end.assert_clean(names);
+        assert_eq!(
+            end.output.status.code(),
+            Some(1),
+            "{}",
+            describe(&end.output)
+        );
+    }
+
+    #[test]
+    fn a_rank_that_fails_after_the_barrier_ends_the_run() {
+        ends_with_exit_1(
+            &mut with_fault(3, "fail:1:after:passed the barrier"),
+            "rank 1 fails here on purpose",
+            "[rank 1/3] error: injected failure (SYMMEM_TEST_FAULT=fail:1:after:passed the barrier)",
+        );
+    }
+    #[test]
+    fn ctrl_c_stops_a_run_with_a_hung_rank() {
+        let end = fault_case(
+            &mut with_fault(2, "stall:1:after:passed the barrier"),
+            "rank 1 stalls here on purpose",
+            Disturb::CtrlC(Duration::ZERO),
+            STARTUP,
+            &[],
+        );
+        end.assert_clean(&common::testing::stopped_by_ctrl_c(1, 2));
+    }
+
+    #[test]
+    fn a_rank_whose_release_blocks_after_an_error_does_not_hang_the_run() {
+        // The error never returns: the rank is stuck in its guard's Drop. The
+        // guard told the launcher first, so the run still ends, naming it.
+        ends_with_exit_1(
+            probe_command(3).args(["--scenario", "stuck-release", "--rank", "1"]),
+            "id shared",
+            "[rank 1/3] error: failed, but its error is still on its way",
+        );
+    }
+    #[test]
+    fn a_malformed_fault_request_is_refused_before_any_rank_starts() {
+        let out = run_with_timeout(
+            &mut with_fault(2, "explode:1:init"),
+            Duration::from_secs(60),
+        );
+        assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
+        assert!(
+            text(&out.stderr).contains("SYMMEM_TEST_FAULT=\"explode:1:init\" is not"),
+            "{}",
+            describe(&out)
+        );
+        assert!(!text(&out.stdout).contains("Launch:"), "{}", describe(&out));
+    }
+
+    #[test]
+    #[cfg(feature = "mpi")]
+    fn killing_one_mpi_rank_ends_the_job() {
+        for victim in [1, 0] {
+            let end = fault_case(
+                &mut with_fault(2, "stall:1:after:passed the barrier"),
+                "rank 1 stalls here on purpose",
+                Disturb::KillMpiRank(victim),
+                STARTUP,
+                &[],
+            );
+            // mpirun names the rank that died.
+            end.assert_clean(&format!("process rank {victim} with PID"));
+        }
     }
 }

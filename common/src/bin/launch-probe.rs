@@ -25,6 +25,9 @@ enum Scenario {
     /// `--rank` returns an error; the others block forever, as a rank stuck
     /// inside NCCL would.
     Hang,
+    /// `--rank` fails, and releasing what it holds then blocks forever, as
+    /// an NCCL release that waits for peers would; the others are stuck too.
+    StuckRelease,
     /// `--rank` panics.
     Panic,
     /// `--rank` finds it cannot run here (exit code 2).
@@ -33,8 +36,21 @@ enum Scenario {
     WrongResult,
 }
 
+/// What the launcher checks before the ranks start.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum ProbeNeeds {
+    /// Nothing: the probe runs anywhere.
+    Nothing,
+    /// A GPU and its driver, as lesson 04 needs: checks a machine's driver
+    /// before any lesson runs there.
+    Gpu,
+}
+
 #[derive(clap::Args, Debug)]
 struct ProbeArgs {
+    /// What the launcher's preflight checks before the ranks start.
+    #[arg(long, value_enum, default_value_t = ProbeNeeds::Nothing)]
+    needs: ProbeNeeds,
     /// What the ranks do.
     #[arg(long, value_enum, default_value_t = Scenario::Ok)]
     scenario: Scenario,
@@ -50,7 +66,19 @@ const PROBE: Lesson = Lesson {
 };
 
 fn main() -> ExitCode {
-    common::run(&PROBE, probe)
+    // The preflight runs inside `common::run`, before the probe sees its
+    // parsed options, so `--needs` is read here first; clap parses it again
+    // (and `--help` documents it) with the other options.
+    let args: Vec<String> = std::env::args().collect();
+    let gpu = args
+        .windows(2)
+        .any(|pair| pair[0] == "--needs" && pair[1] == "gpu")
+        || args.iter().any(|arg| arg == "--needs=gpu");
+    let lesson = Lesson {
+        needs: if gpu { Needs::Gpu } else { Needs::Nothing },
+        ..PROBE
+    };
+    common::run(&lesson, probe)
 }
 
 fn probe(ctx: &RankContext, args: &ProbeArgs) -> Result<()> {
@@ -94,7 +122,20 @@ fn probe(ctx: &RankContext, args: &ProbeArgs) -> Result<()> {
         Scenario::Hang if misbehaves => {
             bail!("rank {} fails on purpose; the others are stuck", ctx.rank())
         }
-        Scenario::Hang => loop {
+        Scenario::Hang => {
+            note_if_exit_handlers_run();
+            loop {
+                std::thread::park();
+            }
+        }
+        Scenario::StuckRelease if misbehaves => {
+            let _held = ReleaseThatBlocks;
+            bail!(
+                "rank {} fails on purpose; releasing its resources blocks",
+                ctx.rank()
+            )
+        }
+        Scenario::StuckRelease => loop {
             std::thread::park();
         },
         Scenario::Panic if misbehaves => panic!("rank {} panics on purpose", ctx.rank()),
@@ -120,4 +161,36 @@ fn probe(ctx: &RankContext, args: &ProbeArgs) -> Result<()> {
     ctx.all_ok(check)?;
     ctx.println_root("launch-probe: done");
     Ok(())
+}
+
+/// A stand-in for an NCCL guard whose release waits for peers that will never
+/// come (a window deregistration, say): dropped on the error path, it tells
+/// the launcher, as the real guards do, and then blocks forever.
+struct ReleaseThatBlocks;
+
+impl Drop for ReleaseThatBlocks {
+    fn drop(&mut self) {
+        common::leaving_on_error();
+        loop {
+            std::thread::park();
+        }
+    }
+}
+
+/// Registers a C exit handler that says so on stderr if it runs. The launcher
+/// must leave a process whose ranks are stuck with `_exit`, which runs no exit
+/// handler: those belong to libraries (CUDA, NCCL, MPI) that the stuck ranks
+/// are still inside. The tests check that this line never appears.
+fn note_if_exit_handlers_run() {
+    extern "C" fn exit_handler_ran() {
+        let line = b"launch-probe: an exit handler ran while ranks were stuck\n";
+        // SAFETY: writes a static buffer to stderr; no Rust state is touched
+        // while the process is exiting.
+        unsafe { libc::write(2, line.as_ptr().cast(), line.len()) };
+    }
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    // SAFETY: atexit only records the function pointer.
+    ONCE.call_once(|| unsafe {
+        libc::atexit(exit_handler_ran);
+    });
 }
