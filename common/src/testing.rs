@@ -808,8 +808,9 @@ impl LessonUnderTest {
         series: usize,
         rows: usize,
     ) -> crate::bench::report::Report {
-        let dir = tempfile_dir();
-        let json = dir.join(format!("{}.json", self.name));
+        // A private directory (tempfile creates it 0700 with a random name).
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("a temporary directory: {e}"));
+        let json = dir.path().join(format!("{}.json", self.name));
         let json_arg = json.display().to_string();
         let mut all: Vec<&str> = args.to_vec();
         all.extend(["--json", &json_arg]);
@@ -826,7 +827,6 @@ impl LessonUnderTest {
         );
         let report = crate::bench::report::Report::read_json(&json)
             .unwrap_or_else(|e| panic!("{}: {e:#}\n{stdout}", self.name));
-        let _ = std::fs::remove_dir_all(&dir);
         assert_eq!(report.machine.ranks, ranks);
         assert_eq!(report.series.len(), series, "{stdout}");
         for s in &report.series {
@@ -841,15 +841,6 @@ impl LessonUnderTest {
         }
         report
     }
-}
-
-/// A fresh directory under the system's temporary directory, for one test.
-fn tempfile_dir() -> PathBuf {
-    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let dir = std::env::temp_dir().join(format!("nccl-symmem-test-{}-{n}", std::process::id()));
-    let _ = std::fs::create_dir_all(&dir);
-    dir
 }
 
 fn read(path: &Path) -> String {
