@@ -13,30 +13,13 @@ use common::testing::{gpu_ranks, Disturb, LessonUnderTest};
 
 common::lesson_tests!("02_allreduce_sm");
 
-/// Runs the lesson on the GPUs with NCCL's tuning log on, and returns what
-/// NCCL logged (stdout and stderr together).
-fn nccl_tuning_log() -> String {
-    let lesson = lesson();
-    let mut cmd = lesson.command(common::testing::gpu_ranks());
-    cmd.env("NCCL_DEBUG", "INFO")
-        .env("NCCL_DEBUG_SUBSYS", "TUNING");
-    let out = common::testing::run_with_timeout(&mut cmd, std::time::Duration::from_secs(300));
-    let log = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert_eq!(out.status.code(), Some(0), "{log}");
-    log
-}
-
 /// The point of lesson 02: with both buffers in symmetric windows, NCCL's
 /// log shows its symmetric kernel (every GPU pair must be NVLink- or
 /// P2P-connected, as on the machine the README's runs come from).
 #[test]
 #[ignore = "needs 2 GPUs"]
 fn nccl_runs_its_symmetric_kernel_on_windows() {
-    let log = nccl_tuning_log();
+    let log = lesson().nccl_tuning_log(common::testing::gpu_ranks());
     assert!(
         log.contains("AllReduce [Symmetric]: 4194304 Bytes -> Kernel"),
         "{log}"

@@ -722,17 +722,7 @@ impl LessonUnderTest {
         } else {
             expected
         };
-        let out = self.run(ranks, args, Duration::from_secs(300));
-        let (stdout, stderr) = (
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr),
-        );
-        assert_eq!(
-            out.status.code(),
-            Some(0),
-            "{} failed\n--- stdout\n{stdout}\n--- stderr\n{stderr}",
-            self.name
-        );
+        let (stdout, stderr) = self.run_to_success(ranks, args);
         if let Err(report) = compare_transcript(&expected, &stdout) {
             panic!("{}: {report}\n--- stderr\n{stderr}", self.name);
         }
@@ -798,6 +788,39 @@ impl LessonUnderTest {
         }
     }
 
+    /// Runs the program (see [`run`](Self::run)) and asserts exit code 0;
+    /// returns its stdout and stderr.
+    pub fn run_to_success(&self, ranks: usize, args: &[&str]) -> (String, String) {
+        let out = self.run(ranks, args, Duration::from_secs(300));
+        let (stdout, stderr) = (
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        );
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{} failed\n--- stdout\n{stdout}\n--- stderr\n{stderr}",
+            self.name
+        );
+        (stdout, stderr)
+    }
+
+    /// Runs the program with NCCL's tuning log on and returns what NCCL
+    /// logged, stdout and stderr together: which algorithm or kernel ran.
+    pub fn nccl_tuning_log(&self, ranks: usize) -> String {
+        let mut cmd = self.command(ranks);
+        cmd.env("NCCL_DEBUG", "INFO")
+            .env("NCCL_DEBUG_SUBSYS", "TUNING");
+        let out = run_with_timeout(&mut cmd, Duration::from_secs(300));
+        let log = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(out.status.code(), Some(0), "{}: {log}", self.name);
+        log
+    }
+
     /// Runs a benchmark with `args` and `--json`, and checks what it wrote:
     /// exit 0, `series` series of `rows` rows each, every time positive and
     /// not a single wrong element. Returns the report.
@@ -814,17 +837,7 @@ impl LessonUnderTest {
         let json_arg = json.display().to_string();
         let mut all: Vec<&str> = args.to_vec();
         all.extend(["--json", &json_arg]);
-        let out = self.run(ranks, &all, Duration::from_secs(300));
-        let (stdout, stderr) = (
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr),
-        );
-        assert_eq!(
-            out.status.code(),
-            Some(0),
-            "{}\n--- stdout\n{stdout}\n--- stderr\n{stderr}",
-            self.name
-        );
+        let (stdout, stderr) = self.run_to_success(ranks, &all);
         let report = crate::bench::report::Report::read_json(&json)
             .unwrap_or_else(|e| panic!("{}: {e:#}\n{stdout}", self.name));
         assert_eq!(report.machine.ranks, ranks);

@@ -24,24 +24,20 @@
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
-use common::bench::allreduce::{run_series, Buffers};
-use common::bench::report::{Machine, Report};
-use common::bench::{Collective, Placement, SweepArgs};
-use common::nccl::{
-    nccl_stream, sys, Communicator, NcclBuffer, NcclCheck, Registration, Window,
-    NCCL_WIN_COLL_SYMMETRIC,
+use common::bench::allreduce::{self, nccl_allreduce, run_series, Buffers};
+use common::bench::{
+    registration_about, with_registration, Placement, RegistrationArgs, SweepArgs,
 };
-use common::{CannotRun, Lesson, NcclVersion, Needs, RankContext};
-use cudarc::driver::{result as cu, CudaContext};
+use common::nccl::{Communicator, NcclBuffer};
+use common::{Lesson, NcclVersion, Needs, RankContext};
+use cudarc::driver::CudaContext;
 
 #[derive(clap::Args, Debug)]
 struct Args {
     #[command(flatten)]
     sweep: SweepArgs,
-    /// Registration modes to time, as nccl-tests' -R: 0 none, 1 ncclCommRegister, 2 symmetric window.
-    #[arg(short = 'R', long = "registration", value_delimiter = ',', default_value = "0,1,2",
-          value_parser = clap::value_parser!(u8).range(0..=2))]
-    modes: Vec<u8>,
+    #[command(flatten)]
+    registration: RegistrationArgs,
 }
 
 const BENCH: Lesson = Lesson {
@@ -64,16 +60,7 @@ fn bench(ctx: &RankContext, args: &Args) -> Result<()> {
     let gpu = CudaContext::new(ctx.device()).context("bind the GPU")?;
     let stream = gpu.new_stream().context("create a stream")?;
     let comm = Communicator::init_rank(ctx).context("create the communicator")?;
-    let (free, _) = cu::mem_get_info().context("cuMemGetInfo")?;
-    ctx.all_ok(if 2 * largest + (256 << 20) > free {
-        Err(CannotRun::new(
-            format!("--max-bytes {largest} needs two buffers of that size; {free} bytes are free on GPU {}", ctx.device()),
-            "use a smaller --max-bytes",
-        )
-        .into())
-    } else {
-        Ok(())
-    })?;
+    common::bench::check_free_memory(ctx, 2 * largest)?;
     let send = NcclBuffer::alloc(largest).context("allocate the send buffer")?;
     let recv = NcclBuffer::alloc(largest).context("allocate the receive buffer")?;
     let buffers = Buffers::whole(&send, &recv);
@@ -88,72 +75,41 @@ fn bench(ctx: &RankContext, args: &Args) -> Result<()> {
         // SAFETY: the runner keeps shift + count floats inside the buffers,
         // which outlive the stream's work.
         unsafe {
-            sys::ncclAllReduce(
+            nccl_allreduce(
                 input.cast::<u8>().add(shift).cast(),
                 recv.as_ptr().cast::<u8>().add(shift).cast(),
                 count,
-                sys::ncclDataType_t::ncclFloat32,
-                sys::ncclRedOp_t::ncclSum,
-                comm.as_raw(),
-                nccl_stream(&stream),
+                &comm,
+                &stream,
             )
         }
-        .check("ncclAllReduce")?;
-        Ok(())
     };
 
-    let progress =
-        common::bench::progress(ctx, sizes.len() * args.modes.len(), "02_allreduce_bench");
+    let progress = common::bench::progress(
+        ctx,
+        sizes.len() * args.registration.modes.len(),
+        "02_allreduce_bench",
+    );
     let mut series = Vec::new();
-    for &mode in &args.modes {
+    for &mode in &args.registration.modes {
         // The same buffers every time; only the registration changes.
-        let run = |about: &str| {
+        series.push(with_registration(mode, &comm, [&send, &recv], || {
+            let about = format!("ncclAllReduce, {}", registration_about(mode));
             run_series(
                 ctx,
                 &args.sweep,
                 &stream,
                 &buffers,
                 &sizes,
-                (&format!("-R {mode}"), about),
+                (&format!("-R {mode}"), &about),
                 &progress,
                 allreduce,
             )
-        };
-        series.push(match mode {
-            0 => run("ncclAllReduce, buffers not registered")?,
-            1 => {
-                let send_registration =
-                    Registration::register(&comm, &send).context("-R 1: ncclCommRegister")?;
-                let recv_registration =
-                    Registration::register(&comm, &recv).context("-R 1: ncclCommRegister")?;
-                let timed = run("ncclAllReduce, buffers registered with ncclCommRegister")?;
-                send_registration.deregister()?;
-                recv_registration.deregister()?;
-                timed
-            }
-            _ => {
-                let send_window = Window::register(&comm, &send, NCCL_WIN_COLL_SYMMETRIC)
-                    .context("-R 2: window")?;
-                let recv_window = Window::register(&comm, &recv, NCCL_WIN_COLL_SYMMETRIC)
-                    .context("-R 2: window")?;
-                let timed = run("ncclAllReduce on symmetric windows (ncclCommWindowRegister)")?;
-                send_window.deregister()?;
-                recv_window.deregister()?;
-                timed
-            }
-        });
+        })?);
     }
     progress.finish_and_clear();
 
-    let report = Report {
-        benchmark: BENCH.name.into(),
-        collective: Collective::AllReduce,
-        datatype: "float".into(),
-        redop: "sum".into(),
-        machine: Machine::describe(ctx, &gpu)?,
-        options: args.sweep.clone(),
-        series,
-    };
+    let report = allreduce::report(ctx, &gpu, BENCH.name.into(), &args.sweep, series)?;
     report.publish(ctx)?;
     send.free()?;
     recv.free()?;

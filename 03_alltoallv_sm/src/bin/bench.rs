@@ -33,22 +33,21 @@ use alltoallv_sm::{
 };
 use anyhow::{Context, Result};
 use common::bench::report::{Machine, Report, Row, Series};
-use common::bench::{across_ranks, sum_over_ranks, time_trials, Collective, Sample, SweepArgs};
-use common::nccl::{
-    nccl_stream, sys, Communicator, NcclBuffer, Registration, Window, NCCL_WIN_COLL_SYMMETRIC,
+use common::bench::{
+    across_ranks, registration_about, sum_over_ranks, time_trials, with_registration, Collective,
+    RegistrationArgs, Sample, SweepArgs,
 };
+use common::nccl::{nccl_stream, sys, Communicator, NcclBuffer};
 use common::verify::check_all;
-use common::{CannotRun, Lesson, NcclVersion, Needs, RankContext};
+use common::{Lesson, NcclVersion, Needs, RankContext};
 use cudarc::driver::{result as cu, CudaStream};
 
 #[derive(clap::Args, Debug)]
 struct Args {
     #[command(flatten)]
     sweep: SweepArgs,
-    /// Registration modes to time, as nccl-tests' -R: 0 none, 1 ncclCommRegister, 2 symmetric window.
-    #[arg(short = 'R', long = "registration", value_delimiter = ',', default_value = "0,1,2",
-          value_parser = clap::value_parser!(u8).range(0..=2))]
-    modes: Vec<u8>,
+    #[command(flatten)]
+    registration: RegistrationArgs,
     /// Use the pattern without rounding, with an odd base: blocks start on 8-byte boundaries.
     #[arg(long)]
     unaligned: bool,
@@ -124,23 +123,14 @@ fn bench(ctx: &RankContext, args: &Args) -> Result<()> {
     let gpu = cudarc::driver::CudaContext::new(ctx.device()).context("bind the GPU")?;
     let stream = gpu.new_stream().context("create a stream")?;
     let comm = Communicator::init_rank(ctx).context("create the communicator")?;
-    let (free, _) = cu::mem_get_info().context("cuMemGetInfo")?;
-    let needed = (send_capacity + recv_capacity) * 8;
-    ctx.all_ok(if needed > free {
-        Err(CannotRun::new(
-            format!("--max-bytes needs {needed} bytes per GPU, {free} are free"),
-            "use a smaller --max-bytes",
-        )
-        .into())
-    } else {
-        Ok(())
-    })?;
+    common::bench::check_free_memory(ctx, (send_capacity + recv_capacity) * 8)?;
     let send = NcclBuffer::alloc(send_capacity * 8).context("allocate the send buffer")?;
     let recv = NcclBuffer::alloc(recv_capacity * 8).context("allocate the receive buffer")?;
 
-    let progress = common::bench::progress(ctx, sizes.len() * args.modes.len(), BENCH.name);
+    let progress =
+        common::bench::progress(ctx, sizes.len() * args.registration.modes.len(), BENCH.name);
     let mut series = Vec::new();
-    for &mode in &args.modes {
+    for &mode in &args.registration.modes {
         // The same buffers every time; only the registration changes.
         let timed = |about: &str| -> Result<Series> {
             let rows = plans
@@ -157,29 +147,9 @@ fn bench(ctx: &RankContext, args: &Args) -> Result<()> {
                 rows,
             })
         };
-        series.push(match mode {
-            0 => timed("alltoallv, buffers not registered")?,
-            1 => {
-                let send_registration =
-                    Registration::register(&comm, &send).context("-R 1: ncclCommRegister")?;
-                let recv_registration =
-                    Registration::register(&comm, &recv).context("-R 1: ncclCommRegister")?;
-                let result = timed("alltoallv, buffers registered with ncclCommRegister")?;
-                send_registration.deregister()?;
-                recv_registration.deregister()?;
-                result
-            }
-            _ => {
-                let send_window = Window::register(&comm, &send, NCCL_WIN_COLL_SYMMETRIC)
-                    .context("-R 2: window")?;
-                let recv_window = Window::register(&comm, &recv, NCCL_WIN_COLL_SYMMETRIC)
-                    .context("-R 2: window")?;
-                let result = timed("alltoallv on symmetric windows")?;
-                send_window.deregister()?;
-                recv_window.deregister()?;
-                result
-            }
-        });
+        series.push(with_registration(mode, &comm, [&send, &recv], || {
+            timed(&format!("alltoallv, {}", registration_about(mode)))
+        })?);
     }
     progress.finish_and_clear();
 

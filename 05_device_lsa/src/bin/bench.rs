@@ -27,14 +27,11 @@
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
-use common::bench::allreduce::{run_series, Buffers};
-use common::bench::report::{Machine, Report};
-use common::bench::{parse_size, Collective, Placement, SweepArgs};
-use common::nccl::{
-    nccl_stream, sys, Communicator, NcclBuffer, NcclCheck, Window, NCCL_WIN_COLL_SYMMETRIC,
-};
+use common::bench::allreduce::{self, nccl_allreduce, run_series, Buffers};
+use common::bench::{parse_size, Placement, SweepArgs};
+use common::nccl::{Communicator, NcclBuffer, Window, NCCL_WIN_COLL_SYMMETRIC};
 use common::{CannotRun, Lesson, NcclVersion, Needs, RankContext};
-use cudarc::driver::{result as cu, sys as cu_sys, CudaContext};
+use cudarc::driver::{sys as cu_sys, CudaContext};
 use device_lsa::fast::{self, FastKernels, FastOptions, Path};
 use device_lsa::kernel_build::{self, build_or_reuse, cache_root, Env};
 use device_lsa::launch::{launch_allreduce, AllReduceArgs, Module};
@@ -170,16 +167,7 @@ fn bench(ctx: &RankContext, args: &Args) -> Result<()> {
     let comm = Communicator::init_rank(ctx).context("create the communicator")?;
 
     let window_bytes = largest + args.send_offset.max(args.recv_offset);
-    let (free, _) = cu::mem_get_info().context("cuMemGetInfo")?;
-    ctx.all_ok(if 2 * window_bytes + (256 << 20) > free {
-        Err(CannotRun::new(
-            format!("--max-bytes {largest} needs two windows of that size; {free} bytes are free on GPU {}", ctx.device()),
-            "use a smaller --max-bytes",
-        )
-        .into())
-    } else {
-        Ok(())
-    })?;
+    common::bench::check_free_memory(ctx, 2 * window_bytes)?;
     let send = NcclBuffer::alloc(window_bytes).context("allocate the send buffer")?;
     let recv = NcclBuffer::alloc(window_bytes).context("allocate the receive buffer")?;
     let send_window = Window::register(&comm, &send, NCCL_WIN_COLL_SYMMETRIC)
@@ -235,22 +223,16 @@ fn bench(ctx: &RankContext, args: &Args) -> Result<()> {
                 blocks: fast::twoshot_blocks(count, size, max_blocks),
             };
             match contender {
-                Contender::Nccl => {
-                    // SAFETY: both windows hold the sweep's largest size past the offsets.
-                    unsafe {
-                        sys::ncclAllReduce(
-                            input.cast::<u8>().add(input_offset).cast(),
-                            recv.as_ptr().cast::<u8>().add(output_offset).cast(),
-                            count,
-                            sys::ncclDataType_t::ncclFloat32,
-                            sys::ncclRedOp_t::ncclSum,
-                            comm.as_raw(),
-                            nccl_stream(&stream),
-                        )
-                    }
-                    .check("ncclAllReduce")?;
-                    Ok(())
-                }
+                // SAFETY: both windows hold the sweep's largest size past the offsets.
+                Contender::Nccl => unsafe {
+                    nccl_allreduce(
+                        input.cast::<u8>().add(input_offset).cast(),
+                        recv.as_ptr().cast::<u8>().add(output_offset).cast(),
+                        count,
+                        &comm,
+                        &stream,
+                    )
+                },
                 // SAFETY: allreduce_lsa takes exactly the six common arguments.
                 Contender::Simple => unsafe {
                     launch_allreduce(
@@ -302,21 +284,15 @@ fn bench(ctx: &RankContext, args: &Args) -> Result<()> {
     }
     progress.finish_and_clear();
 
-    let mut report = Report {
-        benchmark: BENCH.name.into(),
-        collective: Collective::AllReduce,
-        datatype: "float".into(),
-        redop: "sum".into(),
-        machine: Machine::describe(ctx, &gpu)?,
-        options: args.sweep.clone(),
-        series,
-    };
-    if args.send_offset + args.recv_offset > 0 {
-        report.benchmark = format!(
+    let benchmark = if args.send_offset + args.recv_offset > 0 {
+        format!(
             "{} --send-offset {} --recv-offset {}",
             BENCH.name, args.send_offset, args.recv_offset
-        );
-    }
+        )
+    } else {
+        BENCH.name.into()
+    };
+    let report = allreduce::report(ctx, &gpu, benchmark, &args.sweep, series)?;
     report.publish(ctx)?;
     if ctx.is_root() {
         eprintln!(

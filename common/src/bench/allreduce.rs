@@ -205,6 +205,53 @@ pub fn run_series(
     })
 }
 
+/// `ncclAllReduce` of `count` floats (sum) from `input` to `output`, on
+/// `stream`: what `02_allreduce_bench` times, and `05_allreduce_bench`'s
+/// `nccl` contender.
+///
+/// # Safety
+/// Both pointers must hold `count` floats of device memory that outlive the
+/// stream's work.
+pub unsafe fn nccl_allreduce(
+    input: *const std::ffi::c_void,
+    output: *mut std::ffi::c_void,
+    count: usize,
+    comm: &crate::nccl::Communicator,
+    stream: &CudaStream,
+) -> Result<()> {
+    use crate::nccl::{nccl_stream, sys, NcclCheck};
+    sys::ncclAllReduce(
+        input,
+        output,
+        count,
+        sys::ncclDataType_t::ncclFloat32,
+        sys::ncclRedOp_t::ncclSum,
+        comm.as_raw(),
+        nccl_stream(stream),
+    )
+    .check("ncclAllReduce")?;
+    Ok(())
+}
+
+/// The report of an AllReduce (float32, sum) benchmark on this machine.
+pub fn report(
+    ctx: &RankContext,
+    gpu: &Arc<cudarc::driver::CudaContext>,
+    benchmark: String,
+    options: &SweepArgs,
+    series: Vec<Series>,
+) -> Result<super::report::Report> {
+    Ok(super::report::Report {
+        benchmark,
+        collective: Collective::AllReduce,
+        datatype: "float".into(),
+        redop: "sum".into(),
+        machine: super::report::Machine::describe(ctx, gpu)?,
+        options: options.clone(),
+        series,
+    })
+}
+
 /// NaN over `count` floats at device address `at`, in stream order.
 fn poison(at: u64, count: usize, stream: &Arc<CudaStream>) -> Result<()> {
     // cuMemsetD32 wants 4-byte alignment, which float data has.

@@ -235,6 +235,81 @@ pub fn time_trials(
     Ok(median(&mut trials))
 }
 
+/// The registration modes to time, as nccl-tests' `-R` (flattened into a
+/// benchmark's options).
+#[derive(clap::Args, Debug, Clone, PartialEq, Eq)]
+pub struct RegistrationArgs {
+    /// Registration modes to time, as nccl-tests' -R: 0 none, 1 ncclCommRegister, 2 symmetric window.
+    #[arg(short = 'R', long = "registration", value_delimiter = ',', default_value = "0,1,2",
+          value_parser = clap::value_parser!(u8).range(0..=2))]
+    pub modes: Vec<u8>,
+}
+
+/// nccl-tests' `-R`: how the benchmark's buffers are registered while one
+/// series is timed. `0` none, `1` `ncclCommRegister` (lesson 01), `2`
+/// symmetric windows (lesson 02).
+pub fn with_registration<T>(
+    mode: u8,
+    comm: &crate::nccl::Communicator,
+    buffers: [&crate::nccl::NcclBuffer; 2],
+    timed: impl FnOnce() -> Result<T>,
+) -> Result<T> {
+    use crate::nccl::{Registration, Window, NCCL_WIN_COLL_SYMMETRIC};
+    match mode {
+        0 => timed(),
+        1 => {
+            let registrations = buffers.map(|buffer| {
+                Registration::register(comm, buffer).context("-R 1: ncclCommRegister")
+            });
+            let [send, recv] = registrations;
+            let (send, recv) = (send?, recv?);
+            let result = timed()?;
+            send.deregister()?;
+            recv.deregister()?;
+            Ok(result)
+        }
+        _ => {
+            let windows = buffers.map(|buffer| {
+                Window::register(comm, buffer, NCCL_WIN_COLL_SYMMETRIC)
+                    .context("-R 2: ncclCommWindowRegister")
+            });
+            let [send, recv] = windows;
+            let (send, recv) = (send?, recv?);
+            let result = timed()?;
+            send.deregister()?;
+            recv.deregister()?;
+            Ok(result)
+        }
+    }
+}
+
+/// What `-R mode` means, for a series' description.
+pub fn registration_about(mode: u8) -> &'static str {
+    match mode {
+        0 => "buffers not registered",
+        1 => "buffers registered with ncclCommRegister",
+        _ => "buffers registered as symmetric windows (ncclCommWindowRegister)",
+    }
+}
+
+/// Collective: fails with exit code 2 on every rank if any rank's GPU has
+/// less than `needed` bytes free (plus 256 MiB for NCCL's own buffers).
+pub fn check_free_memory(ctx: &RankContext, needed: usize) -> Result<()> {
+    let (free, _) = cudarc::driver::result::mem_get_info().context("cuMemGetInfo")?;
+    ctx.all_ok(if needed + (256 << 20) > free {
+        Err(CannotRun::new(
+            format!(
+                "the sweep needs {needed} bytes of buffers on GPU {}, and {free} are free",
+                ctx.device()
+            ),
+            "use a smaller --max-bytes",
+        )
+        .into())
+    } else {
+        Ok(())
+    })
+}
+
 /// The middle value (the lower middle of an even count).
 pub fn median(values: &mut [f64]) -> f64 {
     values.sort_by(f64::total_cmp);

@@ -259,21 +259,7 @@ impl Report {
                 .y_desc("busbw (GB/s)")
                 .x_label_formatter(&|x| si_label(*x))
                 .draw()?;
-            for (i, (series, line)) in self.series.iter().zip(&busbw).enumerate() {
-                let color = series_color(i);
-                chart
-                    .draw_series(LineSeries::new(line.iter().copied(), color.stroke_width(2)))?
-                    .label(series.name.clone())
-                    .legend(move |(x, y)| {
-                        PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2))
-                    });
-            }
-            chart
-                .configure_series_labels()
-                .position(SeriesLabelPosition::UpperLeft)
-                .background_style(WHITE.mix(0.8))
-                .border_style(BLACK)
-                .draw()?;
+            self.draw_lines(&mut chart, &busbw)?;
 
             let mut chart = ChartBuilder::on(&right)
                 .margin(12)
@@ -290,21 +276,7 @@ impl Report {
                 .y_desc("time (us)")
                 .x_label_formatter(&|x| si_label(*x))
                 .draw()?;
-            for (i, (series, line)) in self.series.iter().zip(&time).enumerate() {
-                let color = series_color(i);
-                chart
-                    .draw_series(LineSeries::new(line.iter().copied(), color.stroke_width(2)))?
-                    .label(series.name.clone())
-                    .legend(move |(x, y)| {
-                        PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2))
-                    });
-            }
-            chart
-                .configure_series_labels()
-                .position(SeriesLabelPosition::UpperLeft)
-                .background_style(WHITE.mix(0.8))
-                .border_style(BLACK)
-                .draw()?;
+            self.draw_lines(&mut chart, &time)?;
             root.present()?;
             Ok(())
         };
@@ -338,6 +310,41 @@ fn si_label(bytes: f64) -> String {
         }
     }
     format!("{}", bytes.round())
+}
+
+impl Report {
+    /// One line per series on `chart`, with its legend entry.
+    fn draw_lines<'a, DB, Y>(
+        &self,
+        chart: &mut plotters::chart::ChartContext<
+            'a,
+            DB,
+            plotters::coord::cartesian::Cartesian2d<plotters::coord::combinators::LogCoord<f64>, Y>,
+        >,
+        lines: &[Vec<(f64, f64)>],
+    ) -> Result<(), Box<dyn std::error::Error + 'a>>
+    where
+        DB: plotters::prelude::DrawingBackend + 'a,
+        Y: plotters::coord::ranged1d::Ranged<ValueType = f64>,
+    {
+        use plotters::prelude::*;
+        for (i, (series, line)) in self.series.iter().zip(lines).enumerate() {
+            let color = series_color(i);
+            chart
+                .draw_series(LineSeries::new(line.iter().copied(), color.stroke_width(2)))?
+                .label(series.name.clone())
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2))
+                });
+        }
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperLeft)
+            .background_style(WHITE.mix(0.8))
+            .border_style(BLACK)
+            .draw()?;
+        Ok(())
+    }
 }
 
 /// The smallest and largest of `values` (1.0 and 2.0 for none).
