@@ -22,10 +22,14 @@
 //! lesson 03 shows how to measure), and `cudaMalloc` buffers, which
 //! `ncclCommRegister` only accepts with `NCCL_LEGACY_CUDA_REGISTER=1`.
 
+use std::ffi::c_int;
 use std::process::ExitCode;
+use std::ptr;
 
 use anyhow::{Context, Result};
-use common::nccl::{nccl_stream, sys, Communicator, NcclBuffer, NcclCheck, Registration};
+use common::nccl::{
+    nccl_stream, share_unique_id, sys, Communicator, NcclBuffer, NcclCheck, Registration,
+};
 use common::verify::check_all;
 use common::{Lesson, NcclVersion, Needs, NoArgs, RankContext};
 use cudarc::driver::CudaContext;
@@ -58,8 +62,24 @@ fn allreduce_ub(ctx: &RankContext, _: &NoArgs) -> Result<()> {
     let stream = gpu.new_stream().context("Step 1: create a stream")?;
 
     // Step 2: Create the communicator from a unique id that rank 0 shares.
-    // ncclCommInitRank returns only when all ranks have called it.
-    let comm = Communicator::init_rank(ctx).context("Step 2: create the communicator")?;
+    // Rank 0 asks NCCL for an id (ncclGetUniqueId); the launcher copies its
+    // 128 bytes to every rank (shared memory, or MPI_Bcast under mpirun).
+    // ncclCommInitRank returns only when all ranks have called it with it.
+    let mut id = sys::ncclUniqueId { internal: [0; 128] };
+    if ctx.is_root() {
+        // SAFETY: writes the 128-byte id.
+        unsafe { sys::ncclGetUniqueId(&mut id) }
+            .check("ncclGetUniqueId")
+            .context("Step 2: create the unique id")?;
+    }
+    share_unique_id(ctx, &mut id).context("Step 2: share the unique id")?;
+    let mut raw_comm = ptr::null_mut();
+    // SAFETY: `raw_comm` receives the communicator; every rank passes the same id.
+    unsafe { sys::ncclCommInitRank(&mut raw_comm, size as c_int, id, rank as c_int) }
+        .check("ncclCommInitRank")
+        .context("Step 2: create the communicator")?;
+    // SAFETY: the communicator just made; the guard destroys it (Step 8).
+    let comm = unsafe { Communicator::adopt(raw_comm) };
     ctx.println_ordered(format!(
         "  Rank {rank} communicator initialized using device {}",
         ctx.device()
@@ -74,17 +94,40 @@ fn allreduce_ub(ctx: &RankContext, _: &NoArgs) -> Result<()> {
         "  Rank {rank} allocating {:.2} MB per buffer",
         bytes as f64 / (1 << 20) as f64
     ))?;
-    let send = NcclBuffer::alloc(bytes).context("Step 3: allocate the send buffer")?;
-    let recv = NcclBuffer::alloc(bytes).context("Step 3: allocate the receive buffer")?;
+    let (mut send_ptr, mut recv_ptr) = (ptr::null_mut(), ptr::null_mut());
+    // SAFETY: each call writes one device pointer, which a guard then owns
+    // and frees with ncclMemFree (Step 8).
+    let (send, recv) = unsafe {
+        sys::ncclMemAlloc(&mut send_ptr, bytes)
+            .check("ncclMemAlloc")
+            .context("Step 3: allocate the send buffer")?;
+        let send = NcclBuffer::adopt(send_ptr, bytes);
+        sys::ncclMemAlloc(&mut recv_ptr, bytes)
+            .check("ncclMemAlloc")
+            .context("Step 3: allocate the receive buffer")?;
+        (send, NcclBuffer::adopt(recv_ptr, bytes))
+    };
 
     // Step 4: Register both buffers with the communicator (ncclCommRegister).
     // NOTE: if any rank passes registered buffers to a collective, every rank
     // must; so every rank registers, in the same order. A thread that drives
     // several communicators would wrap these calls in ncclGroupStart/End.
-    let send_registration =
-        Registration::register(&comm, &send).context("Step 4: register the send buffer")?;
-    let recv_registration =
-        Registration::register(&comm, &recv).context("Step 4: register the receive buffer")?;
+    let (mut send_handle, mut recv_handle) = (ptr::null_mut(), ptr::null_mut());
+    // SAFETY: the buffers and the communicator outlive the registrations,
+    // whose guards borrow them and deregister them (Step 8).
+    let (send_registration, recv_registration) = unsafe {
+        sys::ncclCommRegister(comm.as_raw(), send.as_ptr(), bytes, &mut send_handle)
+            .check("ncclCommRegister")
+            .context("Step 4: register the send buffer")?;
+        let send_registration = Registration::adopt(&comm, &send, send_handle);
+        sys::ncclCommRegister(comm.as_raw(), recv.as_ptr(), bytes, &mut recv_handle)
+            .check("ncclCommRegister")
+            .context("Step 4: register the receive buffer")?;
+        (
+            send_registration,
+            Registration::adopt(&comm, &recv, recv_handle),
+        )
+    };
 
     // Step 5: Fill the send buffer with this rank's id.
     send.upload(&vec![rank as f32; COUNT], &stream)

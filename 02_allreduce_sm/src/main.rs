@@ -27,15 +27,22 @@
 //! Left out on purpose: writing a kernel against the windows yourself
 //! (lesson 05), and how NCCL maps the peers' memory (lesson 04).
 
+use std::ffi::c_int;
 use std::process::ExitCode;
+use std::ptr;
+
+use kernel_choice::NcclLog;
 
 use anyhow::{Context, Result};
 use common::nccl::{
-    nccl_stream, sys, Communicator, NcclBuffer, NcclCheck, Window, NCCL_WIN_COLL_SYMMETRIC,
+    nccl_stream, share_unique_id, sys, Communicator, NcclBuffer, NcclCheck, Window,
+    NCCL_WIN_COLL_SYMMETRIC,
 };
 use common::verify::check_all;
 use common::{Lesson, NcclVersion, Needs, NoArgs, RankContext};
 use cudarc::driver::CudaContext;
+
+mod kernel_choice;
 
 /// Elements per buffer: 1M floats (4 MiB), as in NCCL's example.
 const COUNT: usize = 1024 * 1024;
@@ -50,11 +57,14 @@ const LESSON: Lesson = Lesson {
 };
 
 fn main() -> ExitCode {
-    common::run(&LESSON, allreduce_sm)
+    // Before NCCL starts: its log of which kernel each collective ran goes to
+    // a private file, which Step 8 reads (unless you set NCCL_DEBUG yourself).
+    let nccl_log = NcclLog::capture();
+    common::run(&LESSON, |ctx, _: &NoArgs| allreduce_sm(ctx, &nccl_log))
 }
 
 /// Runs on every rank at once (a thread or an MPI process each).
-fn allreduce_sm(ctx: &RankContext, _: &NoArgs) -> Result<()> {
+fn allreduce_sm(ctx: &RankContext, nccl_log: &NcclLog) -> Result<()> {
     let (rank, size) = (ctx.rank(), ctx.size());
     ctx.println_root(format!("Starting AllReduce example with {size} ranks"));
 
@@ -63,9 +73,24 @@ fn allreduce_sm(ctx: &RankContext, _: &NoArgs) -> Result<()> {
     let stream = gpu.new_stream().context("Step 1: create a stream")?;
 
     // Step 2: Create the communicator from a unique id that rank 0 shares.
-    // Whether this communicator can use symmetric memory is decided here: all
-    // its GPUs must reach each other by CUDA P2P, and cuMem must be enabled.
-    let comm = Communicator::init_rank(ctx).context("Step 2: create the communicator")?;
+    // Whether this communicator can use symmetric memory is decided here: one
+    // node, every GPU pair reachable by CUDA P2P, cuMem on, NCCL_WIN_ENABLE
+    // not 0. NCCL 2.28 decides it silently; Step 8 shows what it decided.
+    let mut id = sys::ncclUniqueId { internal: [0; 128] };
+    if ctx.is_root() {
+        // SAFETY: writes the 128-byte id.
+        unsafe { sys::ncclGetUniqueId(&mut id) }
+            .check("ncclGetUniqueId")
+            .context("Step 2: create the unique id")?;
+    }
+    share_unique_id(ctx, &mut id).context("Step 2: share the unique id")?;
+    let mut raw_comm = ptr::null_mut();
+    // SAFETY: `raw_comm` receives the communicator; every rank passes the same id.
+    unsafe { sys::ncclCommInitRank(&mut raw_comm, size as c_int, id, rank as c_int) }
+        .check("ncclCommInitRank")
+        .context("Step 2: create the communicator")?;
+    // SAFETY: the communicator just made; the guard destroys it (Step 9).
+    let comm = unsafe { Communicator::adopt(raw_comm) };
     ctx.println_ordered(format!(
         "  Rank {rank} communicator initialized using device {}",
         ctx.device()
@@ -79,20 +104,56 @@ fn allreduce_sm(ctx: &RankContext, _: &NoArgs) -> Result<()> {
         "  Rank {rank} allocating {:.2} MB per buffer",
         bytes as f64 / (1 << 20) as f64
     ))?;
-    let send = NcclBuffer::alloc(bytes).context("Step 3: allocate the send buffer")?;
-    let recv = NcclBuffer::alloc(bytes).context("Step 3: allocate the receive buffer")?;
+    let (mut send_ptr, mut recv_ptr) = (ptr::null_mut(), ptr::null_mut());
+    // SAFETY: each call writes one device pointer, which a guard then owns
+    // and frees with ncclMemFree (Step 9).
+    let (send, recv) = unsafe {
+        sys::ncclMemAlloc(&mut send_ptr, bytes)
+            .check("ncclMemAlloc")
+            .context("Step 3: allocate the send buffer")?;
+        let send = NcclBuffer::adopt(send_ptr, bytes);
+        sys::ncclMemAlloc(&mut recv_ptr, bytes)
+            .check("ncclMemAlloc")
+            .context("Step 3: allocate the receive buffer")?;
+        (send, NcclBuffer::adopt(recv_ptr, bytes))
+    };
 
     // Step 4: Register both buffers as symmetric windows (ncclCommWindowRegister).
     // NOTE: collective: every rank registers the same sizes in the same order,
     // and the call returns when all have. A thread that drives several
     // communicators must wrap the calls in ncclGroupStart/End or it deadlocks
-    // waiting for itself. A NULL window means no symmetric support: the guard
-    // turns it into a "cannot run here" error that says why. (NCCL 2.28 may
-    // instead return a usable non-symmetric window: see the README.)
-    let send_window = Window::register(&comm, &send, NCCL_WIN_COLL_SYMMETRIC)
+    // waiting for itself. A NULL window means no symmetric support, and
+    // Window::adopt turns it into a "cannot run here" error that says why.
+    // NCCL 2.28 may instead return a usable window: Step 8 tells the two apart.
+    let (mut send_raw, mut recv_raw) = (ptr::null_mut(), ptr::null_mut());
+    // SAFETY: the buffers and the communicator outlive the windows, whose
+    // guards borrow them and deregister them (Step 9).
+    let (send_window, recv_window) = unsafe {
+        sys::ncclCommWindowRegister(
+            comm.as_raw(),
+            send.as_ptr(),
+            bytes,
+            &mut send_raw,
+            NCCL_WIN_COLL_SYMMETRIC,
+        )
+        .check("ncclCommWindowRegister")
         .context("Step 4: register the send window")?;
-    let recv_window = Window::register(&comm, &recv, NCCL_WIN_COLL_SYMMETRIC)
+        let send_window =
+            Window::adopt(&comm, &send, send_raw).context("Step 4: the send window")?;
+        sys::ncclCommWindowRegister(
+            comm.as_raw(),
+            recv.as_ptr(),
+            bytes,
+            &mut recv_raw,
+            NCCL_WIN_COLL_SYMMETRIC,
+        )
+        .check("ncclCommWindowRegister")
         .context("Step 4: register the receive window")?;
+        (
+            send_window,
+            Window::adopt(&comm, &recv, recv_raw).context("Step 4: the receive window")?,
+        )
+    };
 
     // Step 5: Fill the send buffer with this rank's id.
     send.upload(&vec![rank as f32; COUNT], &stream)
@@ -138,22 +199,46 @@ fn allreduce_sm(ctx: &RankContext, _: &NoArgs) -> Result<()> {
     ctx.all_ok(check_all("receive buffer", &result, |_| expected).context("Step 7: verify"))?;
     ctx.println_root("Results verified correctly");
 
-    // Step 8: Deregister the windows, then free the buffers, then destroy the communicator.
+    // Step 8: Find out whether NCCL ran its symmetric kernel.
+    // NOTE: registering windows does not make NCCL use them. NCCL 2.28 returns
+    // a usable window even where it has no symmetric support, and the
+    // AllReduce above then ran an ordinary ring kernel, correct but not what
+    // this lesson is about. NCCL logs its choice on rank 0 only; the choice is
+    // the communicator's, the same on every rank. From 2.29,
+    // ncclCommQueryProperties also reports the communicator's support.
+    let summary = if ctx.is_root() {
+        let choice = nccl_log
+            .allreduce_choice(bytes)
+            .context("Step 8: read NCCL's log")?;
+        ctx.println_root(format!("Kernel NCCL ran for this AllReduce: {choice}"));
+        if let Some(supported) = kernel_choice::symmetric_support(comm.as_raw())
+            .context("Step 8: ask NCCL for the communicator's properties")?
+        {
+            ctx.println_root(format!(
+                "ncclCommQueryProperties: deviceApiSupport = {supported}"
+            ));
+        }
+        choice.summary()
+    } else {
+        ""
+    };
+
+    // Step 9: Deregister the windows, then free the buffers, then destroy the communicator.
     // NOTE: deregistration is collective too, and must not race with
     // collectives on the same communicator from another thread.
     send_window
         .deregister()
-        .context("Step 8: deregister the send window")?;
+        .context("Step 9: deregister the send window")?;
     recv_window
         .deregister()
-        .context("Step 8: deregister the receive window")?;
+        .context("Step 9: deregister the receive window")?;
     ctx.println_ordered(format!(
         "  Rank {rank} symmetric memory windows deregistered"
     ))?;
-    send.free().context("Step 8: free the send buffer")?;
-    recv.free().context("Step 8: free the receive buffer")?;
-    comm.destroy().context("Step 8: destroy the communicator")?;
+    send.free().context("Step 9: free the send buffer")?;
+    recv.free().context("Step 9: free the receive buffer")?;
+    comm.destroy().context("Step 9: destroy the communicator")?;
     ctx.println_root("All resources cleaned up successfully");
-    ctx.println_root("Example completed - demonstrated symmetric memory lifecycle");
+    ctx.println_root(summary);
     Ok(())
 }

@@ -15,7 +15,8 @@ common::lesson_tests!("02_allreduce_sm");
 
 /// The point of lesson 02: with both buffers in symmetric windows, NCCL's
 /// log shows its symmetric kernel (every GPU pair must be NVLink- or
-/// P2P-connected, as on the machine the README's runs come from).
+/// P2P-connected, as on the machine the README's runs come from). With
+/// NCCL_DEBUG set by the user, the lesson leaves the log alone and says so.
 #[test]
 #[ignore = "needs 2 GPUs"]
 fn nccl_runs_its_symmetric_kernel_on_windows() {
@@ -23,6 +24,45 @@ fn nccl_runs_its_symmetric_kernel_on_windows() {
     assert!(
         log.contains("AllReduce [Symmetric]: 4194304 Bytes -> Kernel"),
         "{log}"
+    );
+    assert!(
+        log.contains("Kernel NCCL ran for this AllReduce: not determined: NCCL_DEBUG is set"),
+        "{log}"
+    );
+    assert!(!log.contains("demonstrated symmetric memory"), "{log}");
+}
+
+/// With windows disabled NCCL 2.28 still hands out usable windows and the
+/// AllReduce still verifies, but on an ordinary kernel: the lesson must say
+/// so and must not claim symmetric memory.
+#[test]
+#[ignore = "needs 2 GPUs"]
+fn with_windows_disabled_it_reports_the_ordinary_kernel() {
+    let mut cmd = lesson().command(gpu_ranks());
+    cmd.env("NCCL_WIN_ENABLE", "0");
+    let out = common::testing::run_with_timeout(&mut cmd, std::time::Duration::from_secs(300));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let report = common::testing::describe(&out);
+    if out.status.code() == Some(2) {
+        // A NULL window (2.29+): refused with the reasons, never claimed.
+        assert!(report.contains("NULL window"), "{report}");
+        return;
+    }
+    assert_eq!(out.status.code(), Some(0), "{report}");
+    assert!(stdout.contains("Results verified correctly"), "{report}");
+    assert!(
+        stdout.contains("Kernel NCCL ran for this AllReduce: Algo "),
+        "{report}"
+    );
+    assert!(stdout.contains("not a symmetric kernel"), "{report}");
+    let last = stdout.lines().last().unwrap_or_default();
+    assert!(
+        last.contains("no symmetric memory in effect"),
+        "last line: {last}\n{report}"
+    );
+    assert!(
+        !stdout.contains("demonstrated symmetric memory"),
+        "{report}"
     );
 }
 

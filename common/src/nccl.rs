@@ -1,12 +1,14 @@
-//! NCCL's C API in small RAII guards, shared by the lessons.
+//! NCCL's C API: error checking, and small RAII guards for the objects the
+//! lessons create.
 //!
 //! cudarc's safe `Comm` hides the raw `ncclComm_t` and only accepts cudarc's
 //! own allocations, so it cannot register memory. The lessons therefore call
-//! `cudarc::nccl::sys` directly and keep each NCCL object in a guard:
+//! `cudarc::nccl::sys` directly, in their own `main.rs`, and hand each handle
+//! an NCCL call returned to a guard that owns it from then on:
 //!
-//! | guard | made by | released by |
+//! | guard | adopts what this returned | released by |
 //! |---|---|---|
-//! | [`Communicator`] | `ncclGetUniqueId` + `ncclCommInitRank` | `ncclCommFinalize` + `ncclCommDestroy` (`ncclCommAbort` on error paths) |
+//! | [`Communicator`] | `ncclCommInitRank` | `ncclCommFinalize` + `ncclCommDestroy` (`ncclCommAbort` on error paths) |
 //! | [`NcclBuffer`] | `ncclMemAlloc` | `ncclMemFree` |
 //! | [`Registration`] | `ncclCommRegister` | `ncclCommDeregister` |
 //! | [`Window`] | `ncclCommWindowRegister` | `ncclCommWindowDeregister` |
@@ -127,36 +129,33 @@ pub fn nccl_stream(stream: &CudaStream) -> sys::cudaStream_t {
     stream.cu_stream() as sys::cudaStream_t
 }
 
+/// Copies rank 0's unique id (from `ncclGetUniqueId`) to every rank: 128
+/// plain bytes, through shared memory in thread mode and `MPI_Bcast` under
+/// mpirun. Collective. Every rank then passes the same id to
+/// `ncclCommInitRank`.
+pub fn share_unique_id(ctx: &RankContext, id: &mut sys::ncclUniqueId) -> Result<()> {
+    // SAFETY: ncclUniqueId is 128 plain bytes with no invalid values.
+    let bytes =
+        unsafe { std::slice::from_raw_parts_mut(id.internal.as_mut_ptr().cast::<u8>(), 128) };
+    ctx.broadcast(bytes).context("sharing the NCCL unique id")?;
+    // The tests' fault hook (SYMMEM_TEST_FAULT=...:init): the next call is
+    // ncclCommInitRank, which the other ranks enter.
+    crate::fault::at(ctx.rank(), crate::fault::Point::Init)
+}
+
 /// An NCCL communicator (`ncclComm_t`) for this rank.
 pub struct Communicator {
     raw: sys::ncclComm_t,
 }
 
 impl Communicator {
-    /// Rank 0 creates a unique id (`ncclGetUniqueId`), the launcher copies it to
-    /// every rank, and all ranks call `ncclCommInitRank(&comm, size, id, rank)`
-    /// together: the call returns only when every rank has joined.
+    /// Takes ownership of the communicator `ncclCommInitRank` returned.
     ///
-    /// The rank's CUDA device must be current on the calling thread: NCCL binds
-    /// the communicator to the current device.
-    pub fn init_rank(ctx: &RankContext) -> Result<Self> {
-        let mut id = sys::ncclUniqueId { internal: [0; 128] };
-        if ctx.is_root() {
-            // SAFETY: writes 128 bytes into `id`.
-            unsafe { sys::ncclGetUniqueId(&mut id) }.check("ncclGetUniqueId")?;
-        }
-        // SAFETY: ncclUniqueId is 128 plain bytes with no invalid values.
-        let id_bytes =
-            unsafe { std::slice::from_raw_parts_mut(id.internal.as_mut_ptr().cast::<u8>(), 128) };
-        ctx.broadcast(id_bytes)
-            .context("sharing the NCCL unique id")?;
-        // The tests' fault hook (SYMMEM_TEST_FAULT=...:init).
-        crate::fault::at(ctx.rank(), crate::fault::Point::Init)?;
-        let mut raw = ptr::null_mut();
-        // SAFETY: `raw` receives a new communicator; the id is the one every rank got.
-        unsafe { sys::ncclCommInitRank(&mut raw, ctx.size() as c_int, id, ctx.rank() as c_int) }
-            .check("ncclCommInitRank")?;
-        Ok(Self { raw })
+    /// # Safety
+    /// `raw` must be a live communicator from `ncclCommInitRank` that nothing
+    /// else destroys.
+    pub unsafe fn adopt(raw: sys::ncclComm_t) -> Self {
+        Self { raw }
     }
 
     pub fn as_raw(&self) -> sys::ncclComm_t {
@@ -198,14 +197,12 @@ pub struct NcclBuffer {
 }
 
 impl NcclBuffer {
-    /// `ncclMemAlloc(&ptr, bytes)` on the current CUDA device. The size is
-    /// rounded up to the allocation granularity underneath.
-    pub fn alloc(bytes: usize) -> Result<Self> {
-        ensure!(bytes > 0, "ncclMemAlloc: a buffer of 0 bytes");
-        let mut ptr = ptr::null_mut();
-        // SAFETY: `ptr` receives the allocation.
-        unsafe { sys::ncclMemAlloc(&mut ptr, bytes) }.check("ncclMemAlloc")?;
-        Ok(Self { ptr, bytes })
+    /// Takes ownership of `bytes` bytes of device memory from `ncclMemAlloc`.
+    ///
+    /// # Safety
+    /// `ptr` must come from `ncclMemAlloc(&ptr, bytes)` and not be freed elsewhere.
+    pub unsafe fn adopt(ptr: *mut c_void, bytes: usize) -> Self {
+        Self { ptr, bytes }
     }
 
     pub fn as_ptr(&self) -> *mut c_void {
@@ -278,18 +275,21 @@ pub struct Registration<'a> {
 }
 
 impl<'a> Registration<'a> {
-    /// `ncclCommRegister(comm, buff, size, &handle)`. Collective in practice:
-    /// every rank registers its buffer, in the same order.
-    pub fn register(comm: &'a Communicator, buffer: &'a NcclBuffer) -> Result<Self> {
-        let mut handle = ptr::null_mut();
-        // SAFETY: the buffer and communicator outlive the registration ('a).
-        unsafe { sys::ncclCommRegister(comm.raw, buffer.ptr, buffer.bytes, &mut handle) }
-            .check("ncclCommRegister")?;
-        Ok(Self {
+    /// Takes ownership of the handle `ncclCommRegister(comm, buffer, ...)`
+    /// returned; it borrows both until it is deregistered.
+    ///
+    /// # Safety
+    /// `handle` must come from `ncclCommRegister` on `comm` for `buffer`.
+    pub unsafe fn adopt(
+        comm: &'a Communicator,
+        _buffer: &'a NcclBuffer,
+        handle: *mut c_void,
+    ) -> Self {
+        Self {
             comm,
             handle,
             _buffer: PhantomData,
-        })
+        }
     }
 
     /// `ncclCommDeregister(comm, handle)`.
@@ -325,24 +325,28 @@ pub struct Window<'a> {
 }
 
 impl<'a> Window<'a> {
-    /// `ncclCommWindowRegister(comm, buff, size, &win, flags)`. Collective:
-    /// every rank calls it with a buffer of the same size, in the same order.
+    /// Takes ownership of the window `ncclCommWindowRegister(comm, buffer,
+    /// ...)` returned; it borrows both until it is deregistered.
     ///
-    /// NCCL (2.29+, or 2.28 with cuMem off) returns success and a NULL window
-    /// when the communicator cannot use symmetric memory; that becomes a
-    /// "cannot run here" error that says why. NCCL 2.28 with cuMem on may
-    /// return a non-NULL window instead (lesson 02's README has the details).
-    pub fn register(comm: &'a Communicator, buffer: &'a NcclBuffer, flags: c_int) -> Result<Self> {
-        let mut raw = ptr::null_mut();
-        // SAFETY: the buffer and communicator outlive the window ('a).
-        unsafe { sys::ncclCommWindowRegister(comm.raw, buffer.ptr, buffer.bytes, &mut raw, flags) }
-            .check("ncclCommWindowRegister")?;
+    /// A NULL window with success is how NCCL 2.29+ (and 2.28 with cuMem off)
+    /// says that this communicator has no symmetric memory: that becomes a
+    /// "cannot run here" error that says what is needed. NCCL 2.28 with cuMem
+    /// on returns a usable window even then, and its collectives run NCCL's
+    /// ordinary kernels (lesson 02 shows how to tell).
+    ///
+    /// # Safety
+    /// `raw` must be NULL or come from `ncclCommWindowRegister` on `comm` for `buffer`.
+    pub unsafe fn adopt(
+        comm: &'a Communicator,
+        _buffer: &'a NcclBuffer,
+        raw: sys::ncclWindow_t,
+    ) -> Result<Self> {
         if raw.is_null() {
             return Err(CannotRun::new(
                 "ncclCommWindowRegister returned success but a NULL window: this communicator has no symmetric-memory support",
-                "symmetric windows need every GPU pair to reach each other by CUDA P2P (one NVLink or PCIe P2P domain),\n\
+                "symmetric windows need one node whose GPUs all reach each other by CUDA P2P (one NVLink or PCIe P2P domain),\n\
                  cuMem-based allocations (do not set NCCL_CUMEM_ENABLE=0) and windows enabled (do not set NCCL_WIN_ENABLE=0).\n\
-                 NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT shows why: look for \"Symmetric memory is not supported\"",
+                 NCCL 2.29+ says why with NCCL_DEBUG=INFO (\"Symmetric memory is not supported\"); NCCL 2.28 decides silently",
             )
             .into());
         }

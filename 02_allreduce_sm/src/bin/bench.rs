@@ -26,9 +26,8 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 use common::bench::allreduce::{self, nccl_allreduce, run_series, Buffers};
 use common::bench::{
-    registration_about, with_registration, Placement, RegistrationArgs, SweepArgs,
+    registration_about, setup, with_registration, Placement, RegistrationArgs, SweepArgs,
 };
-use common::nccl::{Communicator, NcclBuffer};
 use common::{Lesson, NcclVersion, Needs, RankContext};
 use cudarc::driver::CudaContext;
 
@@ -59,10 +58,10 @@ fn bench(ctx: &RankContext, args: &Args) -> Result<()> {
 
     let gpu = CudaContext::new(ctx.device()).context("bind the GPU")?;
     let stream = gpu.new_stream().context("create a stream")?;
-    let comm = Communicator::init_rank(ctx).context("create the communicator")?;
+    let comm = setup::communicator(ctx).context("create the communicator")?;
     common::bench::check_free_memory(ctx, 2 * largest)?;
-    let send = NcclBuffer::alloc(largest).context("allocate the send buffer")?;
-    let recv = NcclBuffer::alloc(largest).context("allocate the receive buffer")?;
+    let send = setup::buffer(largest).context("allocate the send buffer")?;
+    let recv = setup::buffer(largest).context("allocate the receive buffer")?;
     let buffers = Buffers::whole(&send, &recv);
 
     // One AllReduce of `count` floats, out of place or in place, `shift`

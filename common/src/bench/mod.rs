@@ -24,6 +24,7 @@
 
 pub mod allreduce;
 pub mod report;
+pub mod setup;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -254,12 +255,11 @@ pub fn with_registration<T>(
     buffers: [&crate::nccl::NcclBuffer; 2],
     timed: impl FnOnce() -> Result<T>,
 ) -> Result<T> {
-    use crate::nccl::{Registration, Window, NCCL_WIN_COLL_SYMMETRIC};
     match mode {
         0 => timed(),
         1 => {
             let registrations = buffers.map(|buffer| {
-                Registration::register(comm, buffer).context("-R 1: ncclCommRegister")
+                setup::register(comm, buffer).context("-R 1: ncclCommRegister")
             });
             let [send, recv] = registrations;
             let (send, recv) = (send?, recv?);
@@ -270,8 +270,7 @@ pub fn with_registration<T>(
         }
         _ => {
             let windows = buffers.map(|buffer| {
-                Window::register(comm, buffer, NCCL_WIN_COLL_SYMMETRIC)
-                    .context("-R 2: ncclCommWindowRegister")
+                setup::window(comm, buffer).context("-R 2: ncclCommWindowRegister")
             });
             let [send, recv] = windows;
             let (send, recv) = (send?, recv?);
