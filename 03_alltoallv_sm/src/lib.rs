@@ -254,6 +254,9 @@ pub fn type_size(datatype: sys::ncclDataType_t) -> usize {
     }
 }
 
+/// The exchange of the lesson's Step 7 (written out there in `main.rs`), as
+/// a function for the benchmark, which runs it many times.
+///
 /// `alltoallv`: rank `r` sends `send_counts[p]` elements starting at element
 /// `send_displs[p]` of `send` to every peer `p`, and receives `recv_counts[p]`
 /// elements from peer `p` into `recv` at element `recv_displs[p]`. Counts and

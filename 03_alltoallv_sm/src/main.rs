@@ -3,8 +3,8 @@
 //! Every rank sends a block of a different size to every rank (itself
 //! included): `--base-count` elements to rank 0, half as many to rank 1, and
 //! so on. The receivers do not know the sizes in advance, so the ranks first
-//! exchange their counts with an `ncclAllGather`; then the blocks travel with
-//! [`alltoallv`], built from `ncclSend`/`ncclRecv` inside one NCCL group,
+//! exchange their counts with an `ncclAllGather`; then the blocks travel as
+//! an alltoallv built from `ncclSend`/`ncclRecv` inside one NCCL group,
 //! between `ncclMemAlloc` buffers registered as symmetric windows.
 //!
 //! Why it matters: NCCL has no alltoallv, yet mixture-of-experts routing,
@@ -25,16 +25,16 @@
 //! Left out on purpose: overlapping the count exchange with other work, and
 //! non-contiguous blocks (MPI's datatypes); both are application choices.
 
+use std::ffi::c_int;
 use std::process::ExitCode;
 
 use alltoallv_sm::{
-    alltoallv, check_fits, parse_base_count, send_data, window_bytes, Element, Plan,
-    DEFAULT_BASE_COUNT, UNTOUCHED,
+    check_fits, parse_base_count, send_data, window_bytes, Element, Plan, DEFAULT_BASE_COUNT,
+    UNTOUCHED,
 };
 use anyhow::{anyhow, Context, Result};
-use common::nccl::{
-    nccl_stream, sys, Communicator, NcclBuffer, NcclCheck, Window, NCCL_WIN_COLL_SYMMETRIC,
-};
+use common::nccl::{nccl_stream, sys, NcclCheck};
+use common::setup;
 use common::verify::check_all;
 use common::{CannotRun, Lesson, NcclVersion, Needs, RankContext};
 use cudarc::driver::{result as cu, CudaContext};
@@ -69,7 +69,9 @@ fn alltoallv_sm(ctx: &RankContext, args: &Args) -> Result<()> {
     let stream = gpu.new_stream().context("Step 1: create a stream")?;
 
     // Step 2: Create the communicator from a unique id that rank 0 shares.
-    let comm = Communicator::init_rank(ctx).context("Step 2: create the communicator")?;
+    // The calls of lesson 01's Step 2 (ncclGetUniqueId, ncclCommInitRank),
+    // made by common::setup: this lesson is about what comes after.
+    let comm = setup::communicator(ctx).context("Step 2: create the communicator")?;
     ctx.println_ordered(format!(
         "  Rank {rank} communicator initialized using device {}",
         ctx.device()
@@ -98,9 +100,9 @@ fn alltoallv_sm(ctx: &RankContext, args: &Args) -> Result<()> {
     // rank. (ncclAlltoAll, 2.28+, would move only the column when that is all
     // you need.)
     let row_bytes = size * std::mem::size_of::<u64>();
-    let my_row = NcclBuffer::alloc(row_bytes).context("Step 4: allocate the count row")?;
+    let my_row = setup::buffer(row_bytes).context("Step 4: allocate the count row")?;
     let matrix_buf =
-        NcclBuffer::alloc(row_bytes * size).context("Step 4: allocate the count matrix")?;
+        setup::buffer(row_bytes * size).context("Step 4: allocate the count matrix")?;
     my_row.upload(
         &my_counts.iter().map(|&c| c as u64).collect::<Vec<_>>(),
         &stream,
@@ -140,14 +142,14 @@ fn alltoallv_sm(ctx: &RankContext, args: &Args) -> Result<()> {
         mib(plan.send_capacity * elem),
         mib(plan.recv_capacity * elem)
     ))?;
+    // ncclMemAlloc and ncclCommWindowRegister(..., NCCL_WIN_COLL_SYMMETRIC),
+    // as in lesson 02's Steps 3 and 4.
     let send =
-        NcclBuffer::alloc(plan.send_capacity * elem).context("Step 5: allocate the send buffer")?;
-    let recv = NcclBuffer::alloc(plan.recv_capacity * elem)
-        .context("Step 5: allocate the receive buffer")?;
-    let send_window = Window::register(&comm, &send, NCCL_WIN_COLL_SYMMETRIC)
-        .context("Step 5: register the send window")?;
-    let recv_window = Window::register(&comm, &recv, NCCL_WIN_COLL_SYMMETRIC)
-        .context("Step 5: register the receive window")?;
+        setup::buffer(plan.send_capacity * elem).context("Step 5: allocate the send buffer")?;
+    let recv =
+        setup::buffer(plan.recv_capacity * elem).context("Step 5: allocate the receive buffer")?;
+    let send_window = setup::window(&comm, &send).context("Step 5: register the send window")?;
+    let recv_window = setup::window(&comm, &recv).context("Step 5: register the receive window")?;
 
     // Step 6: Fill the send buffer, and the receive buffer with a marker that no block contains.
     // The marker shows any element that no receive wrote.
@@ -157,23 +159,51 @@ fn alltoallv_sm(ctx: &RankContext, args: &Args) -> Result<()> {
         .context("Step 6: mark the receive buffer")?;
 
     // Step 7: Exchange the blocks with alltoallv: one ncclSend and one ncclRecv per peer, in one group.
+    // NOTE: inside the group NCCL only records the calls; ncclGroupEnd
+    // launches them together. Without it, each rank's first ncclSend would
+    // wait for a receive its peer has not posted yet: a deadlock. Zero counts
+    // are skipped on both sides, which keeps every send matched.
     ctx.println_root("Starting AlltoAllV with variable-sized transfers");
-    // SAFETY: the buffers hold send_capacity and recv_capacity elements, which
-    // cover every block of the plan, and live until the synchronize.
-    unsafe {
-        alltoallv(
-            send.as_ptr(),
-            &plan.send_counts,
-            &plan.send_displs,
-            recv.as_ptr(),
-            &plan.recv_counts,
-            &plan.recv_displs,
-            sys::ncclDataType_t::ncclUint64,
-            &comm,
-            nccl_stream(&stream),
-        )
-    }
-    .context("Step 7: alltoallv")?;
+    let (send_base, recv_base) = (send.as_ptr().cast::<u64>(), recv.as_ptr().cast::<u64>());
+    // SAFETY: opens a group on this thread; ncclGroupEnd below closes it.
+    unsafe { sys::ncclGroupStart() }
+        .check("ncclGroupStart")
+        .context("Step 7: alltoallv")?;
+    let posted = (0..size).try_for_each(|peer| -> Result<()> {
+        // SAFETY: the plan's blocks lie inside the buffers (send_capacity and
+        // recv_capacity elements), which live until the synchronize below.
+        unsafe {
+            if plan.send_counts[peer] > 0 {
+                sys::ncclSend(
+                    send_base.add(plan.send_displs[peer]).cast(),
+                    plan.send_counts[peer],
+                    sys::ncclDataType_t::ncclUint64,
+                    peer as c_int,
+                    comm.as_raw(),
+                    nccl_stream(&stream),
+                )
+                .check("ncclSend")?;
+            }
+            if plan.recv_counts[peer] > 0 {
+                sys::ncclRecv(
+                    recv_base.add(plan.recv_displs[peer]).cast(),
+                    plan.recv_counts[peer],
+                    sys::ncclDataType_t::ncclUint64,
+                    peer as c_int,
+                    comm.as_raw(),
+                    nccl_stream(&stream),
+                )
+                .check("ncclRecv")?;
+            }
+        }
+        Ok(())
+    });
+    // NOTE: the group is closed also after a failed post, or NCCL would keep
+    // this thread in group mode.
+    // SAFETY: closes the group opened above.
+    let launched = unsafe { sys::ncclGroupEnd() }.check("ncclGroupEnd");
+    posted.context("Step 7: post the sends and receives")?;
+    launched.context("Step 7: launch the exchange")?;
     stream
         .synchronize()
         .context("Step 7: wait for the exchange")?;

@@ -44,7 +44,8 @@ use std::ffi::{c_void, CString};
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
-use common::nccl::{sys, Communicator, NcclBuffer, Window, NCCL_WIN_COLL_SYMMETRIC};
+use common::nccl::sys;
+use common::setup;
 use common::verify::check_all;
 use common::{CannotRun, Lesson, NcclVersion, Needs, RankContext};
 use cudarc::driver::{result as cu, sys as cu_sys, CudaContext};
@@ -174,7 +175,8 @@ fn device_lsa(ctx: &RankContext, args: &Args) -> Result<()> {
     ));
 
     // Step 4: Create the communicator from a unique id that rank 0 shares.
-    let comm = Communicator::init_rank(ctx).context("Step 4: create the communicator")?;
+    // The calls of lesson 01's Step 2, made by common::setup.
+    let comm = setup::communicator(ctx).context("Step 4: create the communicator")?;
     ctx.println_ordered(format!(
         "  Rank {rank} initialized NCCL communicator for {size} total ranks"
     ))?;
@@ -183,12 +185,12 @@ fn device_lsa(ctx: &RankContext, args: &Args) -> Result<()> {
     // The kernel reaches peers only through windows: ncclGetLsaPointer turns
     // (window, offset, peer) into an address this GPU can load from.
     let bytes = COUNT * std::mem::size_of::<f32>();
-    let send = NcclBuffer::alloc(bytes).context("Step 5: allocate the send buffer")?;
-    let recv = NcclBuffer::alloc(bytes).context("Step 5: allocate the receive buffer")?;
-    let send_window = Window::register(&comm, &send, NCCL_WIN_COLL_SYMMETRIC)
-        .context("Step 5: register the send window")?;
-    let recv_window = Window::register(&comm, &recv, NCCL_WIN_COLL_SYMMETRIC)
-        .context("Step 5: register the receive window")?;
+    // The calls of lesson 02's Steps 3 and 4 (ncclMemAlloc,
+    // ncclCommWindowRegister with NCCL_WIN_COLL_SYMMETRIC), made by common::setup.
+    let send = setup::buffer(bytes).context("Step 5: allocate the send buffer")?;
+    let recv = setup::buffer(bytes).context("Step 5: allocate the receive buffer")?;
+    let send_window = setup::window(&comm, &send).context("Step 5: register the send window")?;
+    let recv_window = setup::window(&comm, &recv).context("Step 5: register the receive window")?;
 
     // Step 6: Fill the send buffer with this rank's id.
     send.upload(&vec![rank as f32; COUNT], &stream)

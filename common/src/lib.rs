@@ -34,6 +34,7 @@ mod mpi_launch;
 pub mod nccl;
 pub mod preflight;
 mod rank;
+pub mod setup;
 mod signals;
 pub mod testing;
 #[cfg(not(feature = "mpi"))]

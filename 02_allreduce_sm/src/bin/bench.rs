@@ -26,8 +26,9 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 use common::bench::allreduce::{self, nccl_allreduce, run_series, Buffers};
 use common::bench::{
-    registration_about, setup, with_registration, Placement, RegistrationArgs, SweepArgs,
+    registration_about, with_registration, Placement, RegistrationArgs, SweepArgs,
 };
+use common::setup;
 use common::{Lesson, NcclVersion, Needs, RankContext};
 use cudarc::driver::CudaContext;
 

@@ -38,6 +38,7 @@ use common::bench::{
     RegistrationArgs, Sample, SweepArgs,
 };
 use common::nccl::{nccl_stream, sys, Communicator, NcclBuffer};
+use common::setup;
 use common::verify::check_all;
 use common::{Lesson, NcclVersion, Needs, RankContext};
 use cudarc::driver::{result as cu, CudaStream};
@@ -122,10 +123,10 @@ fn bench(ctx: &RankContext, args: &Args) -> Result<()> {
 
     let gpu = cudarc::driver::CudaContext::new(ctx.device()).context("bind the GPU")?;
     let stream = gpu.new_stream().context("create a stream")?;
-    let comm = Communicator::init_rank(ctx).context("create the communicator")?;
+    let comm = setup::communicator(ctx).context("create the communicator")?;
     common::bench::check_free_memory(ctx, (send_capacity + recv_capacity) * 8)?;
-    let send = NcclBuffer::alloc(send_capacity * 8).context("allocate the send buffer")?;
-    let recv = NcclBuffer::alloc(recv_capacity * 8).context("allocate the receive buffer")?;
+    let send = setup::buffer(send_capacity * 8).context("allocate the send buffer")?;
+    let recv = setup::buffer(recv_capacity * 8).context("allocate the receive buffer")?;
 
     let progress =
         common::bench::progress(ctx, sizes.len() * args.registration.modes.len(), BENCH.name);

@@ -29,7 +29,7 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 use common::bench::allreduce::{self, nccl_allreduce, run_series, Buffers};
 use common::bench::{parse_size, Placement, SweepArgs};
-use common::nccl::{Communicator, NcclBuffer, Window, NCCL_WIN_COLL_SYMMETRIC};
+use common::setup;
 use common::{CannotRun, Lesson, NcclVersion, Needs, RankContext};
 use cudarc::driver::{sys as cu_sys, CudaContext};
 use device_lsa::fast::{self, FastKernels, FastOptions, Path};
@@ -164,16 +164,14 @@ fn bench(ctx: &RankContext, args: &Args) -> Result<()> {
     let fast_module = Module::load(&built.fast_cubin)?;
     let fast_kernels = FastKernels::load(&fast_module)?;
     let shim = Shim::load(&built.shim, target.nccl)?;
-    let comm = Communicator::init_rank(ctx).context("create the communicator")?;
+    let comm = setup::communicator(ctx).context("create the communicator")?;
 
     let window_bytes = largest + args.send_offset.max(args.recv_offset);
     common::bench::check_free_memory(ctx, 2 * window_bytes)?;
-    let send = NcclBuffer::alloc(window_bytes).context("allocate the send buffer")?;
-    let recv = NcclBuffer::alloc(window_bytes).context("allocate the receive buffer")?;
-    let send_window = Window::register(&comm, &send, NCCL_WIN_COLL_SYMMETRIC)
-        .context("register the send window")?;
-    let recv_window = Window::register(&comm, &recv, NCCL_WIN_COLL_SYMMETRIC)
-        .context("register the receive window")?;
+    let send = setup::buffer(window_bytes).context("allocate the send buffer")?;
+    let recv = setup::buffer(window_bytes).context("allocate the receive buffer")?;
+    let send_window = setup::window(&comm, &send).context("register the send window")?;
+    let recv_window = setup::window(&comm, &recv).context("register the receive window")?;
 
     let multiprocessors = gpu
         .attribute(cu_sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)

@@ -24,7 +24,6 @@
 
 pub mod allreduce;
 pub mod report;
-pub mod setup;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -259,7 +258,7 @@ pub fn with_registration<T>(
         0 => timed(),
         1 => {
             let registrations = buffers.map(|buffer| {
-                setup::register(comm, buffer).context("-R 1: ncclCommRegister")
+                crate::setup::register(comm, buffer).context("-R 1: ncclCommRegister")
             });
             let [send, recv] = registrations;
             let (send, recv) = (send?, recv?);
@@ -270,7 +269,7 @@ pub fn with_registration<T>(
         }
         _ => {
             let windows = buffers.map(|buffer| {
-                setup::window(comm, buffer).context("-R 2: ncclCommWindowRegister")
+                crate::setup::window(comm, buffer).context("-R 2: ncclCommWindowRegister")
             });
             let [send, recv] = windows;
             let (send, recv) = (send?, recv?);

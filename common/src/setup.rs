@@ -1,9 +1,10 @@
-//! The NCCL objects a benchmark needs, one call each.
+//! The NCCL objects lessons 01 and 02 teach how to make, one call each, for
+//! the programs that build on them.
 //!
-//! The lessons make these calls in their own `main.rs` (lesson 01, Steps 2 to
-//! 4, and lesson 02, Step 4), where the README walks through them. A
-//! benchmark needs the same objects around its timed loop and is not about
-//! them, so it takes them from here.
+//! Lessons 01 and 02 make these calls in their own `main.rs` (Steps 2 to 4),
+//! where the README walks through them. Lessons 03 and 05 and the benchmarks
+//! need the same objects but are about something else (an alltoallv, a
+//! device kernel, a measurement), so they take them from here.
 
 use std::ffi::c_int;
 use std::ptr;
