@@ -71,8 +71,9 @@ impl NcclLog {
         Self::Captured(file)
     }
 
-    /// What rank 0's log says about the last AllReduce of `bytes` bytes.
-    pub fn allreduce_choice(&self, bytes: usize) -> Result<Choice> {
+    /// What rank 0's log says about the last AllReduce of `bytes` bytes on a
+    /// communicator of `ranks` ranks.
+    pub fn allreduce_choice(&self, bytes: usize, ranks: usize) -> Result<Choice> {
         match self {
             Self::Captured(file) => {
                 let mut log = String::new();
@@ -84,7 +85,12 @@ impl NcclLog {
                     .and_then(|_| reader.read_to_string(&mut log))
                     .context("read NCCL's log")?;
                 Ok(allreduce_choice(&log, bytes).unwrap_or_else(|| {
-                    Choice::Unknown("NCCL's log has no line for this AllReduce".into())
+                    Choice::Unknown(if ranks == 1 {
+                        // ncclLaunchOneRank (enqueue.cc): a local copy, no kernel choice to log.
+                        "with 1 rank NCCL copies the buffer instead of choosing a kernel".into()
+                    } else {
+                        "NCCL's log has no line for this AllReduce".into()
+                    })
                 }))
             }
             Self::NotCaptured(why) => Ok(Choice::Unknown(why.clone())),
@@ -262,7 +268,7 @@ mod tests {
         assert_eq!(std::env::var("NCCL_DEBUG_SUBSYS").as_deref(), Ok("TUNING"));
         std::fs::write(&path, format!("{RING}\n")).expect("write as NCCL would");
         assert_eq!(
-            log.allreduce_choice(4194304).expect("read back"),
+            log.allreduce_choice(4194304, 2).expect("read back"),
             Choice::Ordinary {
                 algorithm: "RING".into(),
                 protocol: "SIMPLE".into()

@@ -208,7 +208,7 @@ fn allreduce_sm(ctx: &RankContext, nccl_log: &NcclLog) -> Result<()> {
     // ncclCommQueryProperties also reports the communicator's support.
     let summary = if ctx.is_root() {
         let choice = nccl_log
-            .allreduce_choice(bytes)
+            .allreduce_choice(bytes, size)
             .context("Step 8: read NCCL's log")?;
         ctx.println_root(format!("Kernel NCCL ran for this AllReduce: {choice}"));
         if let Some(supported) = kernel_choice::symmetric_support(comm.as_raw())
