@@ -12,8 +12,10 @@
 //! size, its GPU, a byte broadcast (for the NCCL unique id), a barrier and
 //! rank-ordered printing. Everything NCCL or CUDA that a lesson teaches stays in
 //! the lesson's `main.rs`; this crate holds launch, preflight, checks, output
-//! and measurement, plus the small RAII guards in [`nccl`] that several lessons
-//! share.
+//! and measurement, plus the small RAII guards in [`nccl`] that adopt what a
+//! lesson's NCCL calls return, and [`setup`], which makes lessons 01 and 02's
+//! calls for the programs that build on them (lessons 03 and 05, the
+//! benchmarks).
 //!
 //! The rules every program follows (see `DESIGN.md`):
 //! exit code 0 = verified, 1 = failed, 2 = cannot run here;
