@@ -44,6 +44,7 @@ const LESSON: Lesson = Lesson {
         min: NcclVersion::new(2, 19, 0),
         feature: "ncclMemAlloc and ncclCommRegister",
     },
+    tool: None,
 };
 
 fn main() -> ExitCode {

@@ -54,6 +54,7 @@ const LESSON: Lesson = Lesson {
         min: NcclVersion::new(2, 27, 0),
         feature: "ncclCommWindowRegister",
     },
+    tool: None,
 };
 
 fn main() -> ExitCode {

@@ -47,6 +47,7 @@ const LESSON: Lesson = Lesson {
     name: "04_vmm_raw",
     about: "What ncclMemAlloc does underneath: cuMemCreate, map, export as a file descriptor, import in every peer",
     needs: Needs::Gpu,
+    tool: None,
 };
 
 const POSIX_FD: sys::CUmemAllocationHandleType =

@@ -73,6 +73,9 @@ pub fn nvcc_candidates(env: &Env) -> Vec<PathBuf> {
         candidates.extend(std::env::split_paths(path).map(|dir| dir.join("nvcc")));
     }
     candidates.push(PathBuf::from("/usr/local/cuda/bin/nvcc"));
+    // A directory named twice in PATH is looked in once.
+    let mut seen = std::collections::HashSet::new();
+    candidates.retain(|c| seen.insert(c.clone()));
     candidates
 }
 

@@ -11,6 +11,7 @@ pub mod shim;
 
 use anyhow::Result;
 use common::nccl::loaded_nccl;
+use common::CannotRun;
 use kernel_build::{
     check_same_release, find_nccl_headers, find_nvcc, header_version, nvcc_version, Env, Target,
 };
@@ -18,6 +19,13 @@ use kernel_build::{
 /// Threads per block of every kernel of this lesson (compiled into their
 /// launch bounds).
 pub const THREADS: u32 = 512;
+
+/// The lesson's preflight tool check (`Lesson::tool`): nvcc is found, so that
+/// a machine without it hears so before any rank starts, beside any other
+/// problem, rather than at Step 6 on every rank.
+pub fn nvcc_found() -> Result<(), CannotRun> {
+    find_nvcc(&Env::from_process()).map(drop)
+}
 
 /// Everything the build depends on: nvcc, the headers of the loaded NCCL (of
 /// the same release), and this GPU's architecture.

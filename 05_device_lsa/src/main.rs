@@ -85,6 +85,7 @@ const LESSON: Lesson = Lesson {
         min: NcclVersion::new(2, 28, 0),
         feature: "the device API (nccl_device.h)",
     },
+    tool: Some(device_lsa::nvcc_found),
 };
 
 fn main() -> ExitCode {

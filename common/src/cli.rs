@@ -34,13 +34,14 @@ pub(crate) fn parse_rank_count(text: &str) -> Result<usize, String> {
     let digits = text.trim();
     let too_many = || {
         format!(
-            "NTHREADS={digits} is more ranks than one process starts: at most {MAX_THREAD_RANKS} \
+            "NTHREADS must be a positive whole number no larger than {MAX_THREAD_RANKS}; \
+             NTHREADS={digits} is more ranks than one process starts \
              (each rank is a thread driving a GPU of its own, and no machine has more GPUs than that); \
              for ranks on several machines, use the MPI build with mpirun"
         )
     };
     match digits.parse::<usize>() {
-        Ok(0) => Err("NTHREADS must be at least 1: it is how many ranks (GPUs) to use".into()),
+        Ok(0) => Err("NTHREADS must be a positive whole number, the number of ranks (GPUs) to use; 0 is not positive".into()),
         Ok(n) if n > MAX_THREAD_RANKS => Err(too_many()),
         Ok(n) => Ok(n),
         // Only digits, yet no usize: a number too large even to hold.
@@ -51,6 +52,30 @@ pub(crate) fn parse_rank_count(text: &str) -> Result<usize, String> {
             "NTHREADS must be a positive whole number, the number of ranks (GPUs) to use, e.g. NTHREADS=2; '{text}' is not one"
         )),
     }
+}
+
+/// The message for a bad `NTHREADS` that came from the environment rather
+/// than from `--nthreads`: clap would name the flag the user never typed
+/// ("invalid value '-1' for '--nthreads <N>'"), so the launcher prints the
+/// parser's own message instead. `None` for every other error.
+pub(crate) fn nthreads_from_env_error(err: &clap::Error, args: &[String]) -> Option<String> {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    if err.kind() != ErrorKind::ValueValidation {
+        return None;
+    }
+    let arg = match err.get(ContextKind::InvalidArg) {
+        Some(ContextValue::String(arg)) => arg,
+        _ => return None,
+    };
+    let typed = args
+        .iter()
+        .skip(1)
+        .any(|a| a == "--nthreads" || a.starts_with("--nthreads="));
+    if !arg.starts_with("--nthreads") || typed {
+        return None;
+    }
+    let value = std::env::var("NTHREADS").ok()?;
+    parse_rank_count(&value).err()
 }
 
 #[derive(clap::Parser, Debug)]
@@ -91,7 +116,8 @@ mod tests {
     #[test]
     fn zero_ranks_is_refused_with_a_reason() {
         let err = parse_rank_count("0").unwrap_err();
-        assert!(err.contains("at least 1"), "{err}");
+        assert!(err.contains("must be a positive whole number"), "{err}");
+        assert!(err.contains("0 is not positive"), "{err}");
     }
 
     #[test]
@@ -115,7 +141,10 @@ mod tests {
                 err.contains(&format!("NTHREADS={bad} is more ranks")),
                 "{err}"
             );
-            assert!(err.contains("at most 1024"), "{err}");
+            assert!(
+                err.contains("must be a positive whole number no larger than 1024"),
+                "{err}"
+            );
             assert!(err.contains("a GPU of its own"), "{err}");
         }
     }
@@ -140,6 +169,6 @@ mod tests {
     fn bad_flag_value_is_a_usage_error() {
         let err = parse(&["lesson", "--nthreads", "0"]).unwrap_err();
         assert_eq!(err.kind(), clap::error::ErrorKind::ValueValidation);
-        assert!(err.to_string().contains("at least 1"), "{err}");
+        assert!(err.to_string().contains("0 is not positive"), "{err}");
     }
 }

@@ -26,6 +26,10 @@ pub struct Lesson {
     pub about: &'static str,
     /// What the machine must provide; checked before any rank starts.
     pub needs: Needs,
+    /// A program the lesson runs besides the libraries (lesson 05: nvcc),
+    /// looked for with the preflight, so that a missing one is named up front
+    /// beside any other problem.
+    pub tool: Option<fn() -> Result<(), CannotRun>>,
 }
 
 /// Runs `body` once per rank and returns the process exit code.
@@ -59,9 +63,19 @@ where
         .name(lesson.name)
         .about(lesson.about)
         .after_help(after_help(lesson.name));
-    let cli = match Cli::<A>::from_arg_matches(&command.get_matches()) {
+    let args: Vec<String> = std::env::args().collect();
+    let parsed = command
+        .try_get_matches_from(&args)
+        .and_then(|matches| Cli::<A>::from_arg_matches(&matches));
+    let cli = match parsed {
         Ok(cli) => cli,
-        Err(err) => err.exit(),
+        Err(err) => match crate::cli::nthreads_from_env_error(&err, &args) {
+            Some(reason) => {
+                eprintln!("error: {}: {reason}", lesson.name);
+                return ExitCode::from(crate::EXIT_CANNOT_RUN);
+            }
+            None => err.exit(),
+        },
     };
     // The tests' fault hook is checked like an option (see fault.rs).
     let checked = check(&cli.lesson).and_then(|()| crate::fault::check_request());
@@ -90,7 +104,7 @@ where
     if let Some(problem) = started_by_mpirun_without_mpi() {
         return cannot_run(lesson, &[problem]);
     }
-    let system = match crate::preflight::check(lesson.needs) {
+    let system = match crate::preflight::check(lesson.needs, lesson.tool) {
         Ok(system) => system,
         Err(problems) => return cannot_run(lesson, &problems),
     };

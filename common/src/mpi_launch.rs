@@ -228,7 +228,7 @@ fn agree_on_preflight(
 ) -> Result<Option<System>> {
     let local_size = node.size() as usize;
     let check_here = || {
-        preflight::check(lesson.needs).and_then(|system| {
+        preflight::check(lesson.needs, lesson.tool).and_then(|system| {
             let gpus = system.driver.map_or(0, |d| d.gpus);
             match lesson.needs {
                 Needs::Nothing => Ok(system),

@@ -112,16 +112,19 @@ pub struct System {
 /// The oldest driver the binaries are built for: cudarc's `cuda-12030` feature.
 pub const MIN_DRIVER: i32 = 12030;
 
-/// Checks what `needs` asks for; on failure returns every problem found.
-pub fn check(needs: Needs) -> Result<System, Vec<CannotRun>> {
+/// Checks what `needs` asks for, and looks for the lesson's `tool` if it has
+/// one; on failure returns every problem found.
+pub fn check(
+    needs: Needs,
+    tool: Option<fn() -> Result<(), CannotRun>>,
+) -> Result<System, Vec<CannotRun>> {
     let mut system = System::default();
     let mut problems = Vec::new();
-    if needs == Needs::Nothing {
-        return Ok(system);
-    }
-    match probe_driver() {
-        Ok(driver) => system.driver = Some(driver),
-        Err(problem) => problems.push(problem),
+    if needs != Needs::Nothing {
+        match probe_driver() {
+            Ok(driver) => system.driver = Some(driver),
+            Err(problem) => problems.push(problem),
+        }
     }
     if let Needs::GpuAndNccl { min, feature } = needs {
         let names = cudarc::get_lib_name_candidates("nccl");
@@ -129,6 +132,9 @@ pub fn check(needs: Needs) -> Result<System, Vec<CannotRun>> {
             Ok(lib) => system.nccl = Some(lib),
             Err(problem) => problems.push(problem),
         }
+    }
+    if let Some(Err(problem)) = tool.map(|find| find()) {
+        problems.push(problem);
     }
     if problems.is_empty() {
         Ok(system)

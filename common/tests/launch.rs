@@ -105,55 +105,61 @@ mod threads {
         }
     }
 
+    /// Every bad `NTHREADS` gets the parser's message, naming `NTHREADS`
+    /// and not the `--nthreads` flag that the user never typed.
     #[test]
-    fn nthreads_zero_is_refused() {
-        let out = run_probe("0", &[]);
-        assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
+    fn a_bad_nthreads_is_refused_with_a_positive_whole_number_message() {
+        for bad in ["0", "abc", "-1", "2.5", "100000", "99999999999999999999999"] {
+            let start = Instant::now();
+            let out = run_probe(bad, &[]);
+            assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
+            let stderr = text(&out.stderr);
+            assert!(
+                stderr.starts_with("error: launch-probe: NTHREADS must be a positive whole number"),
+                "{}",
+                describe(&out)
+            );
+            assert!(!stderr.contains("--nthreads"), "{}", describe(&out));
+            assert!(!stderr.contains("panicked"), "{}", describe(&out));
+            // NTHREADS=100000 used to start threads until the process
+            // aborted ("failed to set up alternative stack guard page").
+            assert!(start.elapsed() < Duration::from_secs(5));
+        }
+        let out = run_probe("100000", &[]);
         assert!(
-            text(&out.stderr).contains("NTHREADS must be at least 1"),
+            text(&out.stderr).contains("no larger than 1024"),
             "{}",
             describe(&out)
         );
     }
 
+    /// The same value typed as a flag: clap's usage error, which names the
+    /// flag, carrying the same message.
     #[test]
-    fn nthreads_not_a_positive_number_is_refused() {
-        for bad in ["abc", "-1"] {
-            let out = run_probe(bad, &[]);
+    fn a_bad_nthreads_flag_gets_the_same_message() {
+        for bad in ["-1", "0", "100000"] {
+            let out = run_with_timeout(
+                Command::new(probe())
+                    .env_remove("NTHREADS")
+                    .args(["--nthreads", bad]),
+                Duration::from_secs(30),
+            );
             assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
+            let stderr = text(&out.stderr);
             assert!(
-                text(&out.stderr).contains("NTHREADS must be a positive whole number"),
+                stderr.contains(&format!("invalid value '{bad}' for '--nthreads <N>'")),
+                "{}",
+                describe(&out)
+            );
+            assert!(
+                stderr.contains("NTHREADS must be a positive whole number"),
                 "{}",
                 describe(&out)
             );
         }
-        let out = run_with_timeout(
-            Command::new(probe())
-                .env_remove("NTHREADS")
-                .args(["--nthreads", "-1"]),
-            Duration::from_secs(30),
-        );
-        assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
-        assert!(
-            text(&out.stderr).contains("must be a positive whole number"),
-            "{}",
-            describe(&out)
-        );
-    }
-
-    #[test]
-    fn absurd_rank_counts_exit_2_with_the_limit_not_a_crash() {
-        // NTHREADS=100000 used to start threads until the process aborted
-        // ("failed to set up alternative stack guard page").
-        for huge in ["100000", "99999999999999999999999"] {
-            let start = Instant::now();
-            let out = run_probe(huge, &[]);
-            assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
-            let stderr = text(&out.stderr);
-            assert!(stderr.contains("at most 1024"), "{}", describe(&out));
-            assert!(!stderr.contains("panicked"), "{}", describe(&out));
-            assert!(start.elapsed() < Duration::from_secs(5));
-        }
+        // A good flag wins over a bad variable, as clap's flags do.
+        let out = run_probe("abc", &["--nthreads", "2"]);
+        assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
     }
 
     #[test]

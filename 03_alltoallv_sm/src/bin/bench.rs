@@ -62,6 +62,7 @@ const BENCH: Lesson = Lesson {
         min: NcclVersion::new(2, 27, 0),
         feature: "ncclCommWindowRegister",
     },
+    tool: None,
 };
 
 fn main() -> ExitCode {

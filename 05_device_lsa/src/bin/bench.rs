@@ -132,6 +132,7 @@ const BENCH: Lesson = Lesson {
         min: NcclVersion::new(2, 28, 0),
         feature: "the device API (nccl_device.h)",
     },
+    tool: Some(device_lsa::nvcc_found),
 };
 
 fn main() -> ExitCode {

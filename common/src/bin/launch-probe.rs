@@ -63,6 +63,7 @@ const PROBE: Lesson = Lesson {
     name: "launch-probe",
     about: "Runs the launcher with fake work and no GPU: ids, barrier, ordered output, failures",
     needs: Needs::Nothing,
+    tool: None,
 };
 
 fn main() -> ExitCode {
