@@ -75,7 +75,8 @@ fn main() -> ExitCode {
 fn vmm_raw(ctx: &RankContext, args: &Args) -> Result<()> {
     let (rank, size) = (ctx.rank(), ctx.size());
     ctx.println_root(format!(
-        "Lesson 04: ncclMemAlloc by hand, mapped by every peer ({size} ranks)"
+        "Lesson 04: ncclMemAlloc by hand, mapped by every peer ({size} rank{})",
+        if size == 1 { "" } else { "s" }
     ));
 
     // Step 1: Check that each GPU can share its memory, and how finely it allocates.
@@ -222,10 +223,14 @@ fn vmm_raw(ctx: &RankContext, args: &Args) -> Result<()> {
             .with_context(|| format!("Step 4: map rank {peer}'s allocation"))?;
         imports.push((peer, buffer));
     }
-    ctx.println_ordered(format!(
-        "  Rank {rank} mapped the allocations of ranks {peer_ranks:?} read-write for device {}",
-        ctx.device()
-    ))?;
+    ctx.println_ordered(if peer_ranks.is_empty() {
+        format!("  Rank {rank} has no peers: nothing to import")
+    } else {
+        format!(
+            "  Rank {rank} mapped the allocations of ranks {peer_ranks:?} read-write for device {}",
+            ctx.device()
+        )
+    })?;
 
     // Step 5: Write this rank's slot of every buffer through the mappings.
     // Each buffer has one slot per rank; rank w writes slot w of all of them,
