@@ -328,11 +328,14 @@ impl<'a> Window<'a> {
     /// Takes ownership of the window `ncclCommWindowRegister(comm, buffer,
     /// ...)` returned; it borrows both until it is deregistered.
     ///
-    /// A NULL window with success is how NCCL 2.29+ (and 2.28 with cuMem off)
-    /// says that this communicator has no symmetric memory: that becomes a
-    /// "cannot run here" error that says what is needed. NCCL 2.28 with cuMem
-    /// on returns a usable window even then, and its collectives run NCCL's
-    /// ordinary kernels (lesson 02 shows how to tell).
+    /// A NULL window with success means that this communicator gives the
+    /// buffer no symmetric memory: that becomes a "cannot run here" error that
+    /// says what is needed. NCCL 2.29+ returns NULL whenever the communicator
+    /// lacks symmetric support. NCCL 2.28 returns NULL only if local
+    /// registration is off too (`NCCL_LOCAL_REGISTER=0`); otherwise it hands
+    /// back a plain local registration as the window, and collectives on it
+    /// run NCCL's ordinary kernels (lesson 02 shows how to tell). NCCL 2.27
+    /// returns NULL with `NCCL_LOCAL_REGISTER=0` or with cuMem off.
     ///
     /// # Safety
     /// `raw` must be NULL or come from `ncclCommWindowRegister` on `comm` for `buffer`.
@@ -344,9 +347,12 @@ impl<'a> Window<'a> {
         if raw.is_null() {
             return Err(CannotRun::new(
                 "ncclCommWindowRegister returned success but a NULL window: this communicator has no symmetric-memory support",
-                "symmetric windows need one node whose GPUs all reach each other by CUDA P2P (one NVLink or PCIe P2P domain),\n\
-                 cuMem-based allocations (do not set NCCL_CUMEM_ENABLE=0) and windows enabled (do not set NCCL_WIN_ENABLE=0).\n\
-                 NCCL 2.29+ says why with NCCL_DEBUG=INFO (\"Symmetric memory is not supported\"); NCCL 2.28 decides silently",
+                "symmetric windows need the GPUs of a node to reach each other by CUDA P2P (NVLink or PCIe P2P),\n\
+                 cuMem-based allocations (do not set NCCL_CUMEM_ENABLE=0) and windows enabled (do not set NCCL_WIN_ENABLE=0);\n\
+                 NCCL 2.29+ also needs one node (or GPU-initiated networking), and logs why with\n\
+                 NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT: look for \"Symmetric memory is not supported\".\n\
+                 NCCL 2.27 and 2.28 log no such line, and return a NULL window only with NCCL_LOCAL_REGISTER=0 (2.27 also\n\
+                 with cuMem off); otherwise they return a usable window even without symmetric support, and run ordinary kernels",
             )
             .into());
         }
