@@ -38,9 +38,10 @@ allreduce_lsa(ncclWindow_t sendwin, size_t sendoffset,
   // NOTE: peers are numbered within the LSA team (the ranks this GPU reaches
   // by loads and stores), which is what ncclGetLsaPointer takes. NVIDIA's
   // example uses the world rank and size (devComm.rank, devComm.nRanks);
-  // they agree only while the LSA team is the whole communicator, as it is
-  // in NCCL 2.28, which gives symmetric memory to single-node communicators
-  // only. Across nodes the world rank would index the wrong peer.
+  // they agree only while the LSA team is the whole communicator: on one
+  // node. From NCCL 2.28.7 a communicator across nodes can have symmetric
+  // memory, with one LSA team per node, and there the world rank would
+  // index the wrong peer.
   const ncclTeam lsa = ncclTeamLsa(devComm);
   const int rank = lsa.rank, nRanks = lsa.nRanks;
 

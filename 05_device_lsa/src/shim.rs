@@ -154,7 +154,7 @@ impl<'a> DevComm<'a> {
                     err.to_string(),
                     "the device API needs a communicator with symmetric memory: GPUs that reach each other\n\
                      by CUDA P2P, cuMem enabled (NCCL_CUMEM_ENABLE not 0), and more than one rank\n\
-                     (NCCL 2.28 gives a single-rank communicator no symmetric support: use NTHREADS=2 or more)",
+                     (NCCL 2.28.3 gives a single-rank communicator no symmetric support: use NTHREADS=2 or more)",
                 )
                 .into());
             }

@@ -76,7 +76,7 @@ fn a_missing_nvcc_is_named_before_any_rank_starts() {
 #[test]
 #[ignore = "needs 1 GPU"]
 fn one_rank_has_no_symmetric_memory_and_exits_2() {
-    // NCCL 2.28 gives a single-rank communicator no symmetric support, so
+    // NCCL 2.28.3 gives a single-rank communicator no symmetric support, so
     // ncclDevCommCreate refuses it; that is the system's limit (exit 2).
     let out = lesson().run(1, &[], Duration::from_secs(300));
     let stderr = String::from_utf8_lossy(&out.stderr);
