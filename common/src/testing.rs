@@ -422,10 +422,17 @@ impl FaultEnd {
     }
 }
 
+/// The marker before a README's transcript for `ranks` ranks:
+/// `<!-- transcript: 2 ranks -->`, `<!-- transcript: 1 rank -->`.
+pub fn transcript_marker(ranks: usize) -> String {
+    let s = if ranks == 1 { "" } else { "s" };
+    format!("<!-- transcript: {ranks} rank{s} -->")
+}
+
 /// The expected transcript for `ranks` ranks: the fenced block after
-/// `<!-- transcript: {ranks} ranks -->`, one entry per line.
+/// [`transcript_marker`], one entry per line.
 pub fn readme_transcript(readme: &str, ranks: usize) -> Option<Vec<String>> {
-    let marker = format!("<!-- transcript: {ranks} ranks -->");
+    let marker = transcript_marker(ranks);
     let after = &readme[readme.find(&marker)? + marker.len()..];
     let fence_start = after.find("```")?;
     let body = &after[fence_start..];
@@ -713,8 +720,9 @@ impl LessonUnderTest {
     pub fn assert_transcript(&self, ranks: usize, args: &[&str]) {
         let expected = readme_transcript(&self.readme(), ranks).unwrap_or_else(|| {
             panic!(
-                "{}: README has no `<!-- transcript: {ranks} ranks -->` block",
-                self.name
+                "{}: README has no `{}` block",
+                self.name,
+                transcript_marker(ranks)
             )
         });
         let expected = if cfg!(feature = "mpi") {
@@ -893,6 +901,8 @@ mod tests {
         );
         assert_eq!(readme_transcript(readme, 4).unwrap(), vec!["four"]);
         assert!(readme_transcript(readme, 3).is_none());
+        let one = "<!-- transcript: 1 rank -->\n```text\nalone\n```\n";
+        assert_eq!(readme_transcript(one, 1).unwrap(), vec!["alone"]);
     }
 
     #[test]
