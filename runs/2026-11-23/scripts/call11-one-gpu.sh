@@ -7,7 +7,8 @@
 # 05's nvcc preflight on a machine that has everything else, and the GPU
 # suite at GPU_TEST_RANKS=1 (tests written for 2 GPUs are expected to fail
 # there; the log says which and why).
-# Run from the project root after `tar xzf .carry/final.tgz` (stage.sh).
+# Run from the project root after `tar xzf .carry/final.tgz`, which
+# runs/2026-11-22/scripts/stage.sh makes.
 set -u
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export NCCL_NVLS_ENABLE=0 NVSHMEM_DISABLE_NVLS=1 TORCH_SYMM_MEM_DISABLE_MULTICAST=1

@@ -9,7 +9,8 @@
 # there; the log says which and why), in both builds. Call 12 repeats call 11
 # after the last code change, adds lesson 05 at one rank on the 2.28.9 wheel
 # (2.28.7+ gives one rank symmetric support) and the MPI build's suite.
-# Run from the project root after `tar xzf .carry/final.tgz` (stage.sh).
+# Run from the project root after `tar xzf .carry/final.tgz`, which
+# runs/2026-11-22/scripts/stage.sh makes.
 set -u
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export NCCL_NVLS_ENABLE=0 NVSHMEM_DISABLE_NVLS=1 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
