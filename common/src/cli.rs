@@ -57,8 +57,12 @@ pub(crate) fn parse_rank_count(text: &str) -> Result<usize, String> {
 /// The message for a bad `NTHREADS` that came from the environment rather
 /// than from `--nthreads`: clap would name the flag the user never typed
 /// ("invalid value '-1' for '--nthreads <N>'"), so the launcher prints the
-/// parser's own message instead. `None` for every other error.
-pub(crate) fn nthreads_from_env_error(err: &clap::Error, args: &[String]) -> Option<String> {
+/// parser's own message, which the error carries as its source. `None` for
+/// every other error.
+pub(crate) fn nthreads_from_env_error(
+    err: &clap::Error,
+    args: &[std::ffi::OsString],
+) -> Option<String> {
     use clap::error::{ContextKind, ContextValue, ErrorKind};
     if err.kind() != ErrorKind::ValueValidation {
         return None;
@@ -67,15 +71,14 @@ pub(crate) fn nthreads_from_env_error(err: &clap::Error, args: &[String]) -> Opt
         Some(ContextValue::String(arg)) => arg,
         _ => return None,
     };
-    let typed = args
-        .iter()
-        .skip(1)
-        .any(|a| a == "--nthreads" || a.starts_with("--nthreads="));
+    let typed = args.iter().skip(1).any(|a| {
+        a.to_str()
+            .is_some_and(|a| a == "--nthreads" || a.starts_with("--nthreads="))
+    });
     if !arg.starts_with("--nthreads") || typed {
         return None;
     }
-    let value = std::env::var("NTHREADS").ok()?;
-    parse_rank_count(&value).err()
+    std::error::Error::source(err).map(|reason| reason.to_string())
 }
 
 #[derive(clap::Parser, Debug)]

@@ -63,7 +63,8 @@ where
         .name(lesson.name)
         .about(lesson.about)
         .after_help(after_help(lesson.name));
-    let args: Vec<String> = std::env::args().collect();
+    // args_os: an argument that is not UTF-8 is clap's to refuse, not a panic.
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
     let parsed = command
         .try_get_matches_from(&args)
         .and_then(|matches| Cli::<A>::from_arg_matches(&matches));

@@ -162,6 +162,21 @@ mod threads {
         assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
     }
 
+    /// An argument that is not UTF-8 is a usage error, not a panic.
+    #[test]
+    fn an_argument_that_is_not_utf8_is_refused_without_a_panic() {
+        use std::os::unix::ffi::OsStrExt;
+        let bad = std::ffi::OsStr::from_bytes(b"--nthreads=\xff");
+        let out = run_with_timeout(
+            Command::new(probe()).env_remove("NTHREADS").arg(bad),
+            Duration::from_secs(30),
+        );
+        assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
+        let stderr = text(&out.stderr);
+        assert!(stderr.starts_with("error: "), "{}", describe(&out));
+        assert!(!stderr.contains("panicked"), "{}", describe(&out));
+    }
+
     #[test]
     fn a_failing_rank_fails_the_run_promptly_with_its_message() {
         let start = Instant::now();

@@ -70,7 +70,9 @@ fn main() -> ExitCode {
     // The preflight runs inside `common::run`, before the probe sees its
     // parsed options, so `--needs` is read here first; clap parses it again
     // (and `--help` documents it) with the other options.
-    let args: Vec<String> = std::env::args().collect();
+    let args: Vec<String> = std::env::args_os()
+        .map(|arg| arg.to_string_lossy().into_owned())
+        .collect();
     let gpu = args
         .windows(2)
         .any(|pair| pair[0] == "--needs" && pair[1] == "gpu")
