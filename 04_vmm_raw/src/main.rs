@@ -76,7 +76,7 @@ fn vmm_raw(ctx: &RankContext, args: &Args) -> Result<()> {
     let (rank, size) = (ctx.rank(), ctx.size());
     ctx.println_root(format!(
         "Lesson 04: ncclMemAlloc by hand, mapped by every peer ({size} rank{})",
-        if size == 1 { "" } else { "s" }
+        common::plural(size)
     ));
 
     // Step 1: Check that each GPU can share its memory, and how finely it allocates.

@@ -167,7 +167,8 @@ fn cannot_run(lesson: &Lesson, problems: &[CannotRun]) -> u8 {
     crate::EXIT_CANNOT_RUN
 }
 
-pub(crate) fn plural(n: usize) -> &'static str {
+/// `"s"` unless `n` is 1: `format!("{n} rank{}", plural(n))`.
+pub fn plural(n: usize) -> &'static str {
     if n == 1 {
         ""
     } else {

@@ -46,7 +46,7 @@ pub mod verify;
 pub use cleanup::host_name;
 pub use cli::{LaunchArgs, NoArgs, MAX_THREAD_RANKS};
 pub use error::{exit_code, CannotRun, PeerFailed, EXIT_CANNOT_RUN, EXIT_FAILED, EXIT_OK};
-pub use launch::{run, run_checked, Lesson, Needs, ABANDON_AFTER};
+pub use launch::{plural, run, run_checked, Lesson, Needs, ABANDON_AFTER};
 pub use preflight::NcclVersion;
 pub use rank::{leaving_on_error, RankContext};
 

@@ -425,8 +425,7 @@ impl FaultEnd {
 /// The marker before a README's transcript for `ranks` ranks:
 /// `<!-- transcript: 2 ranks -->`, `<!-- transcript: 1 rank -->`.
 pub fn transcript_marker(ranks: usize) -> String {
-    let s = if ranks == 1 { "" } else { "s" };
-    format!("<!-- transcript: {ranks} rank{s} -->")
+    format!("<!-- transcript: {ranks} rank{} -->", crate::plural(ranks))
 }
 
 /// The expected transcript for `ranks` ranks: the fenced block after
