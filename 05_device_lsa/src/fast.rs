@@ -20,10 +20,10 @@ use anyhow::{ensure, Result};
 use common::CannotRun;
 use cudarc::driver::{sys as cu_sys, CudaStream};
 
-use crate::kernel_build::LL_UNITS_PER_BLOCK;
+use device_build::shim::{DevComm, LlStaging};
+
 use crate::launch::{launch_allreduce, AllReduceArgs, Module};
-use crate::shim::{DevComm, LlStaging};
-use crate::THREADS;
+use crate::{LL_UNITS_PER_BLOCK, THREADS};
 
 /// The most LSA ranks the fast kernels' unrolled loops cover (`MAX_LSA_RANKS`
 /// in the source).

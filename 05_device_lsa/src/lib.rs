@@ -1,20 +1,46 @@
 //! Lesson 05's building blocks, shared by the lesson (`main.rs`) and its
-//! benchmark (`bin/bench.rs`): building the kernels with nvcc
-//! ([`kernel_build`]), the host shim and the device communicator ([`shim`]),
-//! loading and launching kernels ([`launch`]), and the fast kernels' choice
-//! of algorithm and grid ([`fast`]).
+//! benchmark (`bin/bench.rs`): the kernel sources, which the `device_build`
+//! crate builds at run time (nvcc and its host shim), loading and launching
+//! kernels ([`launch`]), and the fast kernels' choice of algorithm and grid
+//! ([`fast`]).
 
 pub mod fast;
-pub mod kernel_build;
 pub mod launch;
-pub mod shim;
 
 use anyhow::Result;
 use common::nccl::loaded_nccl;
 use common::CannotRun;
-use kernel_build::{
-    check_same_release, find_nccl_headers, find_nvcc, header_version, nvcc_version, Env, Target,
+use device_build::nvcc::{
+    check_same_release, find_nccl_headers, find_nvcc, header_version, nvcc_version, Target,
 };
+use device_build::{Env, Source};
+
+/// NVIDIA's example kernel, compiled into the binary as source.
+pub const KERNEL: Source = Source {
+    file: "allreduce_lsa.cu",
+    text: include_str!("../kernels/allreduce_lsa.cu"),
+};
+/// The kernel's entry point (declared `extern "C"` in the source).
+pub const KERNEL_NAME: &str = "allreduce_lsa";
+/// The fast kernels (`--kernel fast`), also compiled in as source.
+pub const FAST: Source = Source {
+    file: "allreduce_lsa_fast.cu",
+    text: include_str!("../kernels/allreduce_lsa_fast.cu"),
+};
+/// 8-byte units one block of the fast one-shot kernel carries: its LL
+/// staging buffer is sized for this, and the kernel is compiled with it.
+pub const LL_UNITS_PER_BLOCK: u32 = 2048;
+/// The program name the build cache is kept under.
+pub const CACHE_NAME: &str = "05_device_lsa";
+
+/// What every kernel source is compiled with: the block size and the LL
+/// staging buffer's size per block.
+pub fn defines() -> Vec<(String, String)> {
+    vec![
+        ("ALLREDUCE_THREADS".into(), THREADS.to_string()),
+        ("LL_UNITS_PER_BLOCK".into(), LL_UNITS_PER_BLOCK.to_string()),
+    ]
+}
 
 /// Threads per block of every kernel of this lesson (compiled into their
 /// launch bounds).
@@ -47,6 +73,7 @@ pub fn build_target(major: i32, minor: i32) -> Result<Target> {
         include,
         nccl: nccl.version,
         library: nccl.path,
-        threads: THREADS,
+        defines: defines(),
+        kernels: vec![KERNEL, FAST],
     })
 }

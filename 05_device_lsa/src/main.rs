@@ -16,7 +16,7 @@
 //! nvcc (NVRTC cannot compile it for NCCL 2.28), and device code only runs
 //! with the NCCL release it was compiled against. So the program compiles it
 //! at run time with nvcc, against the headers of the NCCL it loaded, for this
-//! GPU, and caches the result (see `kernel_build.rs`); a small host shim built
+//! GPU, and caches the result (the `device_build` crate); a small host shim built
 //! by the same nvcc call owns every NCCL struct whose layout changes between
 //! releases (see `shim.rs`).
 //!
@@ -49,11 +49,12 @@ use common::setup;
 use common::verify::check_all;
 use common::{CannotRun, Lesson, NcclVersion, Needs, RankContext};
 use cudarc::driver::{result as cu, sys as cu_sys, CudaContext};
+use device_build::nvcc::build_or_reuse;
+use device_build::shim::{DevComm, Shim};
+use device_build::Env;
 use device_lsa::fast::{self, FastKernels, FastOptions};
-use device_lsa::kernel_build::{self, build_or_reuse, cache_root, Env};
 use device_lsa::launch::{AllReduceArgs, Module};
-use device_lsa::shim::{DevComm, Shim};
-use device_lsa::{build_target, THREADS};
+use device_lsa::{build_target, CACHE_NAME, FAST, KERNEL, KERNEL_NAME, THREADS};
 
 /// Elements per buffer: 1M floats (4 MiB), as in NCCL's example.
 const COUNT: usize = 1024 * 1024;
@@ -121,7 +122,7 @@ fn device_lsa(ctx: &RankContext, args: &Args) -> Result<()> {
     // running nvcc all at once.
     let target =
         ctx.all_ok(build_target(major, minor).context("Step 2: find nvcc and the NCCL headers"))?;
-    let cache = cache_root(&Env::from_process());
+    let cache = Env::from_process().cache_root(CACHE_NAME);
     let first = if ctx.is_root() {
         build_or_reuse(&target, &cache).map(Some)
     } else {
@@ -142,31 +143,31 @@ fn device_lsa(ctx: &RankContext, args: &Args) -> Result<()> {
         target.include.display()
     ));
     if ctx.is_root() {
-        let how = if built.compiled {
+        let how = if built.build.compiled {
             "compiled with nvcc"
         } else {
             "reused from the cache"
         };
         eprintln!(
             "note: kernel and shim {how} in {:.2} s ({})",
-            built.seconds,
-            built.cubin.parent().unwrap_or(&built.cubin).display()
+            built.build.seconds,
+            built.build.dir.display()
         );
     }
 
     // Step 3: Load the kernel (cuModuleLoadData) and the shim (dlopen), and check that both match the NCCL in use.
-    let cubin = std::fs::read(&built.cubin)
-        .with_context(|| format!("Step 3: read {}", built.cubin.display()))?;
+    let cubin_path = built.cubin(&KERNEL);
+    let cubin = std::fs::read(&cubin_path)
+        .with_context(|| format!("Step 3: read {}", cubin_path.display()))?;
     // SAFETY: the context is current (Step 1) and `cubin` is a complete ELF image.
     let module = unsafe { cu::module::load_data(cubin.as_ptr().cast()) }
         .context("Step 3: cuModuleLoadData")?;
     let module = Module::adopt(module);
     // SAFETY: the module is loaded; the name is the kernel's extern "C" name.
-    let kernel =
-        unsafe { cu::module::get_function(module.raw(), CString::new(kernel_build::KERNEL_NAME)?) }
-            .context("Step 3: cuModuleGetFunction")?;
+    let kernel = unsafe { cu::module::get_function(module.raw(), CString::new(KERNEL_NAME)?) }
+        .context("Step 3: cuModuleGetFunction")?;
     // Part two's kernels live in their own module (see fast.rs).
-    let fast_module = Module::load(&built.fast_cubin).context("Step 3: load the fast kernels")?;
+    let fast_module = Module::load(&built.cubin(&FAST)).context("Step 3: load the fast kernels")?;
     let fast_kernels = FastKernels::load(&fast_module).context("Step 3: load the fast kernels")?;
     let shim = Shim::load(&built.shim, target.nccl).context("Step 3: load the shim")?;
     ctx.println_root(format!(

@@ -1,5 +1,5 @@
 //! Lesson 05's tests. CPU tests run everywhere (the build logic has unit tests
-//! in `src/kernel_build.rs`); the GPU tests are ignored by default:
+//! in the `device_build` crate); the GPU tests are ignored by default:
 //! `cargo test -- --include-ignored` on a machine with 2 GPUs, nvcc and the
 //! NCCL headers (`GPU_TEST_RANKS=4` for 4). In an MPI build the GPU tests
 //! launch the lesson with mpirun.

@@ -32,11 +32,12 @@ use common::bench::{parse_size, Placement, SweepArgs};
 use common::setup;
 use common::{CannotRun, Lesson, NcclVersion, Needs, RankContext};
 use cudarc::driver::{sys as cu_sys, CudaContext};
+use device_build::nvcc::build_or_reuse;
+use device_build::shim::{DevComm, Shim};
+use device_build::Env;
 use device_lsa::fast::{self, FastKernels, FastOptions, Path};
-use device_lsa::kernel_build::{self, build_or_reuse, cache_root, Env};
 use device_lsa::launch::{launch_allreduce, AllReduceArgs, Module};
-use device_lsa::shim::{DevComm, Shim};
-use device_lsa::{build_target, THREADS};
+use device_lsa::{build_target, CACHE_NAME, FAST, KERNEL, KERNEL_NAME, THREADS};
 
 /// The contenders, in the order of the README's steps.
 #[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
@@ -150,7 +151,7 @@ fn bench(ctx: &RankContext, args: &Args) -> Result<()> {
     let stream = gpu.new_stream().context("create a stream")?;
     let target =
         ctx.all_ok(build_target(major, minor).context("find nvcc and the NCCL headers"))?;
-    let cache = cache_root(&Env::from_process());
+    let cache = Env::from_process().cache_root(CACHE_NAME);
     let first = if ctx.is_root() {
         build_or_reuse(&target, &cache).map(Some)
     } else {
@@ -160,9 +161,9 @@ fn bench(ctx: &RankContext, args: &Args) -> Result<()> {
         Some(built) => built,
         None => build_or_reuse(&target, &cache).context("build the kernels")?,
     };
-    let simple_module = Module::load(&built.cubin)?;
-    let simple = simple_module.function(kernel_build::KERNEL_NAME)?;
-    let fast_module = Module::load(&built.fast_cubin)?;
+    let simple_module = Module::load(&built.cubin(&KERNEL))?;
+    let simple = simple_module.function(KERNEL_NAME)?;
+    let fast_module = Module::load(&built.cubin(&FAST))?;
     let fast_kernels = FastKernels::load(&fast_module)?;
     let shim = Shim::load(&built.shim, target.nccl)?;
     let comm = setup::communicator(ctx).context("create the communicator")?;

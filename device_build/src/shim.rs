@@ -1,4 +1,4 @@
-//! The host shim (`kernels/devcomm_shim.cu`, built by nvcc into a shared
+//! The host shim (`shim/devcomm_shim.cu`, built by nvcc into a shared
 //! library) and the device communicator it creates.
 //!
 //! `ncclDevCommRequirements` and `ncclDevComm` are C++ structs whose layout

@@ -1,62 +1,29 @@
-//! Building the kernel and the shim: find nvcc and the NCCL headers, check
-//! that the headers are the loaded library's, compile with nvcc, and cache.
+//! The nvcc route: find nvcc and the NCCL headers, check that the headers are
+//! the loaded library's, compile the lesson's kernels and the host shim with
+//! nvcc, and cache them.
 //!
 //! Device-API code is compiled against one NCCL release and only runs with
 //! that release, so the build is made here, at run time, against the headers
 //! of the library this process loaded, for this GPU's architecture. The result
-//! is cached under the user's cache directory, keyed by everything that goes
-//! into it, so later runs reuse it.
+//! is cached under the user's cache directory (see [`crate::cache`]), keyed by
+//! everything that goes into it, so later runs reuse it.
 
-use std::ffi::OsString;
-use std::fs::Permissions;
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::{Arc, Mutex, Once, Weak};
-use std::time::Instant;
 
 use anyhow::{Context, Result};
-use common::cleanup::{self, OwnedDir};
 use common::{CannotRun, NcclVersion};
-use sha2::{Digest, Sha256};
 
-/// The kernel, compiled into the binary as source.
-pub const KERNEL_SOURCE: &str = include_str!("../kernels/allreduce_lsa.cu");
-/// The host shim around `ncclDevCommCreate`/`Destroy`, also compiled in.
-pub const SHIM_SOURCE: &str = include_str!("../kernels/devcomm_shim.cu");
-/// The kernel's entry point (declared `extern "C"` in the source).
-pub const KERNEL_NAME: &str = "allreduce_lsa";
-/// The fast kernels (`--kernel fast`), also compiled in as source.
-pub const FAST_SOURCE: &str = include_str!("../kernels/allreduce_lsa_fast.cu");
-/// 8-byte units one block of the fast one-shot kernel carries: its LL
-/// staging buffer is sized for this, and the kernel is compiled with it.
-pub const LL_UNITS_PER_BLOCK: u32 = 2048;
+use crate::cache::{self, CacheRoot, Job};
+use crate::env::Env;
+use crate::Source;
 
-/// The environment variables that steer the search, captured once so that the
-/// search is a pure function the tests can drive.
-#[derive(Debug, Clone, Default)]
-pub struct Env {
-    pub nvcc: Option<OsString>,
-    pub cuda_home: Option<OsString>,
-    pub path: Option<OsString>,
-    pub nccl_home: Option<OsString>,
-    pub xdg_cache_home: Option<OsString>,
-    pub home: Option<OsString>,
-}
-
-impl Env {
-    pub fn from_process() -> Self {
-        let var = |name| std::env::var_os(name).filter(|v| !v.is_empty());
-        Self {
-            nvcc: var("NVCC"),
-            cuda_home: var("CUDA_HOME"),
-            path: var("PATH"),
-            nccl_home: var("NCCL_HOME"),
-            xdg_cache_home: var("XDG_CACHE_HOME"),
-            home: var("HOME"),
-        }
-    }
-}
+/// The host shim around `ncclDevCommCreate`/`Destroy`, compiled in: it is the
+/// same for every lesson (see [`crate::shim`]).
+pub const SHIM_SOURCE: &str = include_str!("../shim/devcomm_shim.cu");
+/// The shim's file names in a build directory.
+const SHIM_FILE: &str = "devcomm_shim.cu";
+const SHIM_LIBRARY: &str = "devcomm_shim.so";
 
 /// Where nvcc is looked for, in order: `$NVCC` (a path; if set, nothing else
 /// is tried), `$CUDA_HOME/bin/nvcc`, every directory of `$PATH`, and
@@ -194,20 +161,22 @@ pub struct Target {
     pub nccl: NcclVersion,
     /// The NCCL library the shim links to.
     pub library: PathBuf,
-    /// Threads per block, compiled into the kernel's launch bounds.
-    pub threads: u32,
+    /// `-DNAME=VALUE` for every kernel (block size, buffer sizes, ...).
+    pub defines: Vec<(String, String)>,
+    /// The lesson's kernel sources, each compiled into its own cubin.
+    pub kernels: Vec<Source>,
 }
 
 impl Target {
     pub fn kernel_args(&self) -> Vec<String> {
-        vec![
+        let mut args = vec![
             "-std=c++17".into(),
             format!("-arch={}", self.arch),
             "-cubin".into(),
-            format!("-DALLREDUCE_THREADS={}", self.threads),
-            format!("-DLL_UNITS_PER_BLOCK={LL_UNITS_PER_BLOCK}"),
-            format!("-I{}", self.include.display()),
-        ]
+        ];
+        args.extend(self.defines.iter().map(|(n, v)| format!("-D{n}={v}")));
+        args.push(format!("-I{}", self.include.display()));
+        args
     }
 
     pub fn shim_args(&self) -> Vec<String> {
@@ -234,89 +203,59 @@ impl Target {
         ]
     }
 
-    /// A hash of both sources, every flag, the nvcc version and the NCCL
-    /// release: any change in them gives a new key and so a new build.
-    pub fn cache_key(&self) -> String {
-        let mut hash = Sha256::new();
-        for part in [
-            KERNEL_SOURCE,
-            FAST_SOURCE,
-            SHIM_SOURCE,
-            &self.nvcc_version,
-            &self.nccl.to_string(),
-        ] {
-            hash.update(part.as_bytes());
-            hash.update([0]);
-        }
+    /// Everything that goes into the build, as text: the route, every
+    /// source, every flag, the nvcc version and path, and the NCCL release.
+    /// Any change in them gives a new key and so a new build.
+    pub fn key_text(&self) -> String {
+        let mut text = format!(
+            "route=nvcc\nnvcc={}\nnvcc_version={}\nnccl={}\n",
+            self.nvcc.display(),
+            self.nvcc_version.trim(),
+            self.nccl
+        );
         for arg in self.kernel_args().iter().chain(&self.shim_args()) {
-            hash.update(arg.as_bytes());
-            hash.update([0]);
+            text.push_str(&format!("arg={arg}\n"));
         }
-        hash.update(self.nvcc.as_os_str().as_encoded_bytes());
-        hash.finalize()[..12]
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect()
+        for source in self.kernels.iter().chain([&shim_source()]) {
+            text.push_str(&format!("source={}\n{}\n", source.file, source.text));
+        }
+        text
+    }
+
+    /// The name of the directory this build is cached in.
+    pub fn cache_key(&self) -> String {
+        self.job(&|_| Ok(())).key()
+    }
+
+    fn job<'a>(&self, compile: &'a dyn Fn(&Path) -> Result<()>) -> Job<'a> {
+        let mut outputs: Vec<String> = self.kernels.iter().map(Source::cubin).collect();
+        outputs.push(SHIM_LIBRARY.into());
+        Job {
+            key_text: self.key_text(),
+            outputs,
+            compile,
+        }
     }
 }
 
-/// Where builds are kept between runs.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum CacheRoot {
-    /// `$XDG_CACHE_HOME/nccl-symmem-rs/05_device_lsa`, else
-    /// `~/.cache/nccl-symmem-rs/05_device_lsa`: used once checked to be this
-    /// user's alone (see [`open_cache`]).
-    Kept(PathBuf),
-    /// No cache location: each process builds into a private temporary
-    /// directory, removed when the build is no longer used.
-    Private { why: String },
+fn shim_source() -> Source {
+    Source {
+        file: SHIM_FILE,
+        text: SHIM_SOURCE,
+    }
 }
 
-/// The cache location for `env`. Never the system temporary directory: a
-/// predictable path there could be made first by another user, with a
-/// `devcomm_shim.so` of theirs in it, which the lesson would then `dlopen`.
-pub fn cache_root(env: &Env) -> CacheRoot {
-    // The XDG spec ignores a relative XDG_CACHE_HOME; a relative HOME is no home.
-    let absolute = |v: &Option<OsString>| v.as_ref().map(PathBuf::from).filter(|p| p.is_absolute());
-    let base = match (absolute(&env.xdg_cache_home), absolute(&env.home)) {
-        (Some(xdg), _) => xdg,
-        (None, Some(home)) => home.join(".cache"),
-        (None, None) => {
-            return CacheRoot::Private {
-                why: "neither XDG_CACHE_HOME nor HOME is set to an absolute path".into(),
-            }
-        }
-    };
-    CacheRoot::Kept(base.join("nccl-symmem-rs/05_device_lsa"))
-}
-
-/// What `build_or_reuse` produced.
+/// What [`build_or_reuse`] produced: a cubin per kernel source and the shim.
 #[derive(Debug, Clone)]
 pub struct Built {
-    pub cubin: PathBuf,
-    /// The fast kernels' module.
-    pub fast_cubin: PathBuf,
+    pub build: cache::Built,
     pub shim: PathBuf,
-    /// False if the cache already held this build.
-    pub compiled: bool,
-    pub seconds: f64,
-    /// A private build's directory, removed when the last `Built` that uses
-    /// it is dropped: keep this value while the cubin and the shim are used.
-    _private: Option<Arc<OwnedDir>>,
 }
 
-/// The files a build directory holds.
-struct Outputs {
-    cubin: PathBuf,
-    fast_cubin: PathBuf,
-    shim: PathBuf,
-}
-
-fn outputs(dir: &Path) -> Outputs {
-    Outputs {
-        cubin: dir.join("allreduce_lsa.cubin"),
-        fast_cubin: dir.join("allreduce_lsa_fast.cubin"),
-        shim: dir.join("devcomm_shim.so"),
+impl Built {
+    /// The cubin built from `source`.
+    pub fn cubin(&self, source: &Source) -> PathBuf {
+        self.build.file(&source.cubin())
     }
 }
 
@@ -324,229 +263,30 @@ fn outputs(dir: &Path) -> Outputs {
 /// If the cache cannot be used safely, says why (once per process) and builds
 /// privately instead.
 pub fn build_or_reuse(target: &Target, cache_root: &CacheRoot) -> Result<Built> {
-    let start = Instant::now();
-    let root = match cache_root {
-        CacheRoot::Kept(root) => match open_cache(root) {
-            Ok(()) => root,
-            Err(why) => return build_private(target, start, &why),
-        },
-        CacheRoot::Private { why } => return build_private(target, start, why),
-    };
-    let dir = root.join(target.cache_key());
-    let Outputs {
-        cubin,
-        fast_cubin,
-        shim,
-    } = outputs(&dir);
-    if cubin.is_file() && fast_cubin.is_file() && shim.is_file() {
-        if let Err(why) = check_cached(&[&dir, &cubin, &fast_cubin, &shim]) {
-            return build_private(target, start, &why);
-        }
-        return Ok(Built {
-            cubin,
-            fast_cubin,
-            shim,
-            compiled: false,
-            seconds: start.elapsed().as_secs_f64(),
-            _private: None,
-        });
-    }
-    // Build in a private directory, then rename it into place: another rank
-    // or process building the same key at the same time cannot see half a
-    // build. A failed build's directory is removed when `work` is dropped; one
-    // left by a process that was killed is removed here, by the next build.
-    cleanup::remove_stale(root, BUILD_PREFIX);
-    let work = OwnedDir::create(root, BUILD_PREFIX)
-        .with_context(|| format!("create a build directory in {}", root.display()))?;
-    compile_into(target, work.path())?;
-    if let Err((work, _)) = work.rename_to(&dir) {
-        // Someone else finished first; theirs is the same build.
-        drop(work);
-        check_cached(&[&dir, &cubin, &fast_cubin, &shim]).map_err(anyhow::Error::msg)?;
-    }
+    let compile = |dir: &Path| compile_into(target, dir);
+    let build = cache::build_or_reuse(&target.job(&compile), cache_root)?;
     Ok(Built {
-        cubin,
-        fast_cubin,
-        shim,
-        compiled: true,
-        seconds: start.elapsed().as_secs_f64(),
-        _private: None,
+        shim: build.file(SHIM_LIBRARY),
+        build,
     })
 }
 
-/// The start of a build directory's name in the cache (`cleanup` adds the
-/// host and pid of the process building).
-const BUILD_PREFIX: &str = ".build-";
-
-/// Builds into a private temporary directory (mode 0700, a random name, made
-/// atomically), shared by the ranks of this process and removed with the last
-/// `Built` that uses it, or at a forced exit.
-fn build_private(target: &Target, start: Instant, why: &str) -> Result<Built> {
-    static NOTE: Once = Once::new();
-    NOTE.call_once(|| {
-        eprintln!(
-            "note: no kernel cache: {why}; building in a private temporary directory instead"
-        );
-    });
-    // Thread mode: rank 0 builds, the other ranks of the process reuse it.
-    static BUILDS: Mutex<Vec<(String, Weak<OwnedDir>)>> = Mutex::new(Vec::new());
-    let key = target.cache_key();
-    let mut builds = BUILDS.lock().unwrap_or_else(|p| p.into_inner());
-    builds.retain(|(_, dir)| dir.strong_count() > 0);
-    let reused = builds
-        .iter()
-        .find(|(built, _)| *built == key)
-        .and_then(|(_, dir)| dir.upgrade());
-    let compiled = reused.is_none();
-    let dir = match reused {
-        Some(dir) => dir,
-        None => {
-            let temp = std::env::temp_dir();
-            cleanup::remove_stale(&temp, PRIVATE_PREFIX);
-            let dir = OwnedDir::create(&temp, PRIVATE_PREFIX).with_context(|| {
-                format!("create a private build directory in {}", temp.display())
-            })?;
-            compile_into(target, dir.path())?;
-            let dir = Arc::new(dir);
-            builds.push((key, Arc::downgrade(&dir)));
-            dir
-        }
-    };
-    let Outputs {
-        cubin,
-        fast_cubin,
-        shim,
-    } = outputs(dir.path());
-    Ok(Built {
-        cubin,
-        fast_cubin,
-        shim,
-        compiled,
-        seconds: start.elapsed().as_secs_f64(),
-        _private: Some(dir),
-    })
-}
-
-/// The start of a private build directory's name in the temporary directory.
-const PRIVATE_PREFIX: &str = "nccl-symmem-rs-05-";
-
-/// Writes both sources into `dir` and compiles them there with nvcc; the
-/// outputs are made writable by their owner only.
+/// Writes every source into `dir` and compiles it there with nvcc.
 fn compile_into(target: &Target, dir: &Path) -> Result<()> {
-    std::fs::write(dir.join("allreduce_lsa.cu"), KERNEL_SOURCE)?;
-    std::fs::write(dir.join("devcomm_shim.cu"), SHIM_SOURCE)?;
-    std::fs::write(dir.join("allreduce_lsa_fast.cu"), FAST_SOURCE)?;
-    nvcc(
-        target,
-        &target.kernel_args(),
-        dir,
-        "allreduce_lsa.cu",
-        "allreduce_lsa.cubin",
-    )?;
-    nvcc(
-        target,
-        &target.kernel_args(),
-        dir,
-        "allreduce_lsa_fast.cu",
-        "allreduce_lsa_fast.cubin",
-    )?;
-    nvcc(
-        target,
-        &target.shim_args(),
-        dir,
-        "devcomm_shim.cu",
-        "devcomm_shim.so",
-    )?;
-    let Outputs {
-        cubin,
-        fast_cubin,
-        shim,
-    } = outputs(dir);
-    for file in [cubin, fast_cubin, shim] {
-        let mode = std::fs::metadata(&file)
-            .with_context(|| format!("nvcc made no {}", file.display()))?
-            .permissions()
-            .mode();
-        std::fs::set_permissions(&file, Permissions::from_mode(mode & !0o022))
-            .with_context(|| format!("chmod {}", file.display()))?;
+    for source in target.kernels.iter().chain([&shim_source()]) {
+        std::fs::write(dir.join(source.file), source.text)
+            .with_context(|| format!("write {}", source.file))?;
     }
-    Ok(())
-}
-
-/// Makes the cache directory if it is missing (mode 0700) and checks, before
-/// anything in it is loaded, that only this user can change what is in it:
-/// the directory is this user's and writable by nobody else (a looser mode
-/// that only lets others read is tightened to 0700), and no directory above
-/// it lets another user replace it (each is this user's or root's, and not
-/// writable by others unless sticky, as /tmp is). Err: why not.
-pub fn open_cache(dir: &Path) -> Result<(), String> {
-    let shown = dir.display();
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)
-        .map_err(|e| format!("cannot create {shown}: {e}"))?;
-    let meta = std::fs::symlink_metadata(dir).map_err(|e| format!("{shown}: {e}"))?;
-    if !meta.is_dir() {
-        return Err(format!("{shown} is not a directory (a symlink or a file)"));
+    for kernel in &target.kernels {
+        nvcc(
+            target,
+            &target.kernel_args(),
+            dir,
+            kernel.file,
+            &kernel.cubin(),
+        )?;
     }
-    let me = effective_uid();
-    if meta.uid() != me {
-        return Err(format!(
-            "{shown} belongs to uid {}, not to this user (uid {me}), so its owner could put a library there that this lesson would load",
-            meta.uid()
-        ));
-    }
-    let mode = meta.mode() & 0o7777;
-    if mode & 0o022 != 0 {
-        return Err(format!(
-            "{shown} has mode {mode:04o}: other users can write to it, so they could put a library there that this lesson would load (fix: chmod 700 {shown})"
-        ));
-    }
-    if mode & 0o077 != 0 {
-        std::fs::set_permissions(dir, Permissions::from_mode(0o700))
-            .map_err(|e| format!("cannot chmod 700 {shown}: {e}"))?;
-    }
-    for above in dir.ancestors().skip(1) {
-        let Ok(meta) = std::fs::metadata(above) else {
-            continue;
-        };
-        let replaceable = meta.mode() & 0o022 != 0 && meta.mode() & 0o1000 == 0;
-        if (meta.uid() != me && meta.uid() != 0) || replaceable {
-            return Err(format!(
-                "{} (above {shown}) belongs to uid {} with mode {:04o}, so another user could replace the cache in it",
-                above.display(),
-                meta.uid(),
-                meta.mode() & 0o7777
-            ));
-        }
-    }
-    Ok(())
-}
-
-/// A cached build's directory and files must be this user's and writable by
-/// nobody else: in a directory that passed [`open_cache`] they are, unless
-/// they were put there before it was made private.
-fn check_cached(paths: &[&Path]) -> Result<(), String> {
-    let me = effective_uid();
-    for path in paths {
-        let meta =
-            std::fs::symlink_metadata(path).map_err(|e| format!("{}: {e}", path.display()))?;
-        if meta.uid() != me || meta.mode() & 0o022 != 0 || meta.file_type().is_symlink() {
-            return Err(format!(
-                "the cached {} is not this user's alone (uid {}, mode {:04o}); remove it to rebuild",
-                path.display(),
-                meta.uid(),
-                meta.mode() & 0o7777
-            ));
-        }
-    }
-    Ok(())
-}
-
-fn effective_uid() -> u32 {
-    // SAFETY: geteuid cannot fail and has no preconditions.
-    unsafe { libc::geteuid() }
+    nvcc(target, &target.shim_args(), dir, SHIM_FILE, SHIM_LIBRARY)
 }
 
 fn nvcc(target: &Target, args: &[String], dir: &Path, input: &str, output: &str) -> Result<()> {
@@ -596,7 +336,18 @@ pub fn nvcc_version(nvcc: &Path) -> Result<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::fs;
+    use crate::cache::{cache_root, effective_uid, open_cache, BUILD_PREFIX, PRIVATE_PREFIX};
+    use std::fs::{self, Permissions};
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+
+    const KERNEL: Source = Source {
+        file: "allreduce_lsa.cu",
+        text: "extern \"C\" __global__ void allreduce_lsa() {}",
+    };
+    const FAST: Source = Source {
+        file: "allreduce_lsa_fast.cu",
+        text: "extern \"C\" __global__ void allreduce_twoshot() {}",
+    };
 
     fn touch(path: &Path) {
         fs::create_dir_all(path.parent().unwrap()).unwrap();
@@ -611,7 +362,8 @@ mod tests {
             include: "/usr/include".into(),
             nccl: NcclVersion::new(2, 28, 3),
             library: "/usr/lib/x86_64-linux-gnu/libnccl.so.2.28.3".into(),
-            threads: 512,
+            defines: vec![("ALLREDUCE_THREADS".into(), "512".into())],
+            kernels: vec![KERNEL, FAST],
         }
     }
 
@@ -786,7 +538,11 @@ mod tests {
                 ..target()
             },
             Target {
-                threads: 256,
+                defines: vec![("ALLREDUCE_THREADS".into(), "256".into())],
+                ..target()
+            },
+            Target {
+                kernels: vec![KERNEL],
                 ..target()
             },
             Target {
@@ -807,7 +563,7 @@ mod tests {
             ..Env::default()
         };
         assert_eq!(
-            cache_root(&env),
+            env.cache_root("05_device_lsa"),
             CacheRoot::Kept("/x/nccl-symmem-rs/05_device_lsa".into())
         );
         let env = Env {
@@ -816,7 +572,7 @@ mod tests {
             ..Env::default()
         };
         assert_eq!(
-            cache_root(&env),
+            env.cache_root("05_device_lsa"),
             CacheRoot::Kept("/h/.cache/nccl-symmem-rs/05_device_lsa".into())
         );
     }
@@ -825,7 +581,7 @@ mod tests {
     fn without_home_there_is_no_cache_and_never_the_temp_dir() {
         // It used to be the system temporary directory: a predictable path
         // another user could create first, with a shim of theirs in it.
-        let CacheRoot::Private { why } = cache_root(&Env::default()) else {
+        let CacheRoot::Private { why } = cache_root(None, None, "05_device_lsa") else {
             panic!("expected no cache")
         };
         assert!(why.contains("neither XDG_CACHE_HOME nor HOME"), "{why}");
@@ -865,8 +621,8 @@ mod tests {
         touch(&dir.join("allreduce_lsa_fast.cubin"));
         touch(&dir.join("devcomm_shim.so"));
         let built = build_or_reuse(&target, &CacheRoot::Kept(root)).unwrap();
-        assert!(!built.compiled);
-        assert_eq!(built.cubin, dir.join("allreduce_lsa.cubin"));
+        assert!(!built.build.compiled);
+        assert_eq!(built.cubin(&KERNEL), dir.join("allreduce_lsa.cubin"));
     }
 
     #[test]
@@ -878,9 +634,9 @@ mod tests {
         };
         let root = tmp.path().join("cache/nccl-symmem-rs/05_device_lsa");
         let built = build_or_reuse(&target, &CacheRoot::Kept(root.clone())).unwrap();
-        assert!(built.compiled);
+        assert!(built.build.compiled);
         assert_eq!(
-            built.cubin,
+            built.cubin(&KERNEL),
             root.join(target.cache_key()).join("allreduce_lsa.cubin")
         );
         assert_eq!(mode(&root), 0o700);
@@ -890,7 +646,7 @@ mod tests {
         // A cache this user made readable by others, in an earlier version, is tightened.
         fs::set_permissions(&root, Permissions::from_mode(0o755)).unwrap();
         let again = build_or_reuse(&target, &CacheRoot::Kept(root.clone())).unwrap();
-        assert!(!again.compiled);
+        assert!(!again.build.compiled);
         assert_eq!(mode(&root), 0o700);
     }
 
@@ -914,7 +670,7 @@ mod tests {
         );
         assert!(why.contains("chmod 700"), "{why}");
         let built = build_or_reuse(&target, &CacheRoot::Kept(root.clone())).unwrap();
-        assert!(built.compiled, "the planted build was used");
+        assert!(built.build.compiled, "the planted build was used");
         assert!(!built.shim.starts_with(&root), "{}", built.shim.display());
         let private = built.shim.parent().unwrap().to_path_buf();
         assert_eq!(mode(&private), 0o700);
@@ -971,9 +727,9 @@ mod tests {
         };
         let first = build_or_reuse(&target, &none).unwrap();
         let second = build_or_reuse(&target, &none).unwrap();
-        assert!(first.compiled && !second.compiled);
-        assert_eq!(first.cubin, second.cubin);
-        let dir = first.cubin.parent().unwrap().to_path_buf();
+        assert!(first.build.compiled && !second.build.compiled);
+        assert_eq!(first.cubin(&KERNEL), second.cubin(&KERNEL));
+        let dir = first.build.dir.clone();
         assert!(dir
             .file_name()
             .unwrap()

@@ -1,0 +1,407 @@
+//! The build cache, shared by both routes: where builds are kept, the checks
+//! that make it safe to load from, and the build-then-rename that keeps a
+//! half-written build from ever being seen.
+//!
+//! A build is a directory named by a hash of everything that went into it
+//! (the key). Beside its outputs it holds `key.txt`: the key's full text and
+//! a SHA-256 of every output. On reuse both are checked, so a cubin that was
+//! truncated, replaced, or made for other inputs is refused with the fix
+//! instead of being loaded.
+
+use std::ffi::OsString;
+use std::fs::Permissions;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, Once, Weak};
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+use common::cleanup::{self, OwnedDir};
+use common::CannotRun;
+use sha2::{Digest, Sha256};
+
+/// Where builds are kept between runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CacheRoot {
+    /// `$XDG_CACHE_HOME/nccl-symmem-rs/<program>`, else
+    /// `~/.cache/nccl-symmem-rs/<program>`: used once checked to be this
+    /// user's alone (see [`open_cache`]).
+    Kept(PathBuf),
+    /// No cache location: each process builds into a private temporary
+    /// directory, removed when the build is no longer used.
+    Private { why: String },
+}
+
+/// The cache location for `program` (a lesson's name), from the values of
+/// `XDG_CACHE_HOME` and `HOME`. Never the system temporary directory: a
+/// predictable path there could be made first by another user, with a
+/// library or cubin of theirs in it, which the lesson would then load.
+pub fn cache_root(
+    xdg_cache_home: Option<&OsString>,
+    home: Option<&OsString>,
+    program: &str,
+) -> CacheRoot {
+    // The XDG spec ignores a relative XDG_CACHE_HOME; a relative HOME is no home.
+    let absolute = |v: Option<&OsString>| v.map(PathBuf::from).filter(|p| p.is_absolute());
+    let base = match (absolute(xdg_cache_home), absolute(home)) {
+        (Some(xdg), _) => xdg,
+        (None, Some(home)) => home.join(".cache"),
+        (None, None) => {
+            return CacheRoot::Private {
+                why: "neither XDG_CACHE_HOME nor HOME is set to an absolute path".into(),
+            }
+        }
+    };
+    CacheRoot::Kept(base.join("nccl-symmem-rs").join(program))
+}
+
+/// What to build: the key that names it and the files it must produce.
+pub struct Job<'a> {
+    /// Everything the build depends on, as text; its hash names the directory.
+    pub key_text: String,
+    /// The files the build writes into its directory.
+    pub outputs: Vec<String>,
+    /// Writes the outputs into the given (empty, private) directory.
+    pub compile: &'a dyn Fn(&Path) -> Result<()>,
+}
+
+impl Job<'_> {
+    /// The first 24 hex digits of the key text's SHA-256.
+    pub fn key(&self) -> String {
+        hex(&Sha256::digest(self.key_text.as_bytes())[..12])
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// A build directory, in the cache or private to this process.
+#[derive(Debug, Clone)]
+pub struct Built {
+    pub dir: PathBuf,
+    /// False if the cache already held this build.
+    pub compiled: bool,
+    pub seconds: f64,
+    /// A private build's directory, removed when the last `Built` that uses
+    /// it is dropped: keep this value while its files are used.
+    _private: Option<Arc<OwnedDir>>,
+}
+
+impl Built {
+    /// The path of one of the build's files.
+    pub fn file(&self, name: &str) -> PathBuf {
+        self.dir.join(name)
+    }
+}
+
+/// The file in a build directory that records its key and its outputs' hashes.
+pub const KEY_FILE: &str = "key.txt";
+
+/// The cached build for `job`, compiling it first if the cache lacks it. If
+/// the cache cannot be used safely, says why (once per process) and builds
+/// privately instead.
+pub fn build_or_reuse(job: &Job, cache_root: &CacheRoot) -> Result<Built> {
+    let start = Instant::now();
+    let root = match cache_root {
+        CacheRoot::Kept(root) => match open_cache(root) {
+            Ok(()) => root,
+            Err(why) => return build_private(job, start, &why),
+        },
+        CacheRoot::Private { why } => return build_private(job, start, why),
+    };
+    let dir = root.join(job.key());
+    let files: Vec<PathBuf> = job.outputs.iter().map(|o| dir.join(o)).collect();
+    let checked = |dir: &Path| -> Result<()> {
+        let mut paths: Vec<&Path> = vec![dir];
+        paths.extend(files.iter().map(PathBuf::as_path));
+        check_cached(&paths).map_err(anyhow::Error::msg)?;
+        check_key(dir, job)?;
+        Ok(())
+    };
+    if files.iter().all(|f| f.is_file()) {
+        if let Err(why) = check_cached_paths(&dir, &files) {
+            return build_private(job, start, &why);
+        }
+        check_key(&dir, job)?;
+        return Ok(Built {
+            dir,
+            compiled: false,
+            seconds: start.elapsed().as_secs_f64(),
+            _private: None,
+        });
+    }
+    // Build in a private directory, then rename it into place: another rank
+    // or process building the same key at the same time cannot see half a
+    // build. A failed build's directory is removed when `work` is dropped; one
+    // left by a process that was killed is removed here, by the next build.
+    cleanup::remove_stale(root, BUILD_PREFIX);
+    let work = OwnedDir::create(root, BUILD_PREFIX)
+        .with_context(|| format!("create a build directory in {}", root.display()))?;
+    compile_into(job, work.path())?;
+    if let Err((work, _)) = work.rename_to(&dir) {
+        // Someone else finished first; theirs is the same build.
+        drop(work);
+        checked(&dir)?;
+    }
+    Ok(Built {
+        dir,
+        compiled: true,
+        seconds: start.elapsed().as_secs_f64(),
+        _private: None,
+    })
+}
+
+fn check_cached_paths(dir: &Path, files: &[PathBuf]) -> Result<(), String> {
+    let mut paths: Vec<&Path> = vec![dir];
+    paths.extend(files.iter().map(PathBuf::as_path));
+    check_cached(&paths)
+}
+
+/// The start of a build directory's name in the cache (`cleanup` adds the
+/// host and pid of the process building).
+pub const BUILD_PREFIX: &str = ".build-";
+/// The start of a private build directory's name in the temporary directory.
+pub const PRIVATE_PREFIX: &str = "nccl-symmem-rs-build-";
+
+/// Builds into a private temporary directory (mode 0700, a random name, made
+/// atomically), shared by the ranks of this process and removed with the last
+/// `Built` that uses it, or at a forced exit.
+fn build_private(job: &Job, start: Instant, why: &str) -> Result<Built> {
+    static NOTE: Once = Once::new();
+    NOTE.call_once(|| {
+        eprintln!(
+            "note: no kernel cache: {why}; building in a private temporary directory instead"
+        );
+    });
+    // Thread mode: rank 0 builds, the other ranks of the process reuse it.
+    static BUILDS: Mutex<Vec<(String, Weak<OwnedDir>)>> = Mutex::new(Vec::new());
+    let key = job.key();
+    let mut builds = BUILDS.lock().unwrap_or_else(|p| p.into_inner());
+    builds.retain(|(_, dir)| dir.strong_count() > 0);
+    let reused = builds
+        .iter()
+        .find(|(built, _)| *built == key)
+        .and_then(|(_, dir)| dir.upgrade());
+    let compiled = reused.is_none();
+    let dir = match reused {
+        Some(dir) => dir,
+        None => {
+            let temp = std::env::temp_dir();
+            cleanup::remove_stale(&temp, PRIVATE_PREFIX);
+            let dir = OwnedDir::create(&temp, PRIVATE_PREFIX).with_context(|| {
+                format!("create a private build directory in {}", temp.display())
+            })?;
+            compile_into(job, dir.path())?;
+            let dir = Arc::new(dir);
+            builds.push((key, Arc::downgrade(&dir)));
+            dir
+        }
+    };
+    Ok(Built {
+        dir: dir.path().to_path_buf(),
+        compiled,
+        seconds: start.elapsed().as_secs_f64(),
+        _private: Some(dir),
+    })
+}
+
+/// Runs the job's compile in `dir`, makes the outputs writable by their owner
+/// only, and records the key and the outputs' hashes.
+fn compile_into(job: &Job, dir: &Path) -> Result<()> {
+    (job.compile)(dir)?;
+    for output in &job.outputs {
+        let file = dir.join(output);
+        let mode = std::fs::metadata(&file)
+            .with_context(|| format!("the build made no {}", file.display()))?
+            .permissions()
+            .mode();
+        std::fs::set_permissions(&file, Permissions::from_mode(mode & !0o022))
+            .with_context(|| format!("chmod {}", file.display()))?;
+    }
+    let record = key_record(job, dir)?;
+    std::fs::write(dir.join(KEY_FILE), record)
+        .with_context(|| format!("write {}", dir.join(KEY_FILE).display()))
+}
+
+/// The key text, then one line per output: its SHA-256 and its name.
+fn key_record(job: &Job, dir: &Path) -> Result<String> {
+    let mut record = format!("{}\n--\n", job.key_text);
+    for output in &job.outputs {
+        let path = dir.join(output);
+        let bytes = std::fs::read(&path).with_context(|| format!("read {}", path.display()))?;
+        record.push_str(&format!("{}  {output}\n", hex(&Sha256::digest(&bytes))));
+    }
+    Ok(record)
+}
+
+/// A cached build must hold what its key says: the same key text and the
+/// same outputs, byte for byte. A build from before `key.txt` existed (the
+/// nvcc route's older cache) is reused as it was.
+fn check_key(dir: &Path, job: &Job) -> Result<()> {
+    let recorded = match std::fs::read_to_string(dir.join(KEY_FILE)) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e).with_context(|| format!("read {}", dir.join(KEY_FILE).display())),
+    };
+    let expected = key_record(job, dir)?;
+    if recorded == expected {
+        return Ok(());
+    }
+    let what = if recorded.split("\n--\n").next() != Some(job.key_text.as_str()) {
+        "was made from other inputs than its name says"
+    } else {
+        "holds files that differ from the ones it was built with (truncated or replaced)"
+    };
+    Err(CannotRun::new(
+        format!("the cached build {} {what}", dir.display()),
+        format!(
+            "remove it, and the next run rebuilds it: rm -r {}",
+            dir.display()
+        ),
+    )
+    .into())
+}
+
+/// Makes the cache directory if it is missing (mode 0700) and checks, before
+/// anything in it is loaded, that only this user can change what is in it:
+/// the directory is this user's and writable by nobody else (a looser mode
+/// that only lets others read is tightened to 0700), and no directory above
+/// it lets another user replace it (each is this user's or root's, and not
+/// writable by others unless sticky, as /tmp is). Err: why not.
+pub fn open_cache(dir: &Path) -> Result<(), String> {
+    let shown = dir.display();
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(|e| format!("cannot create {shown}: {e}"))?;
+    let meta = std::fs::symlink_metadata(dir).map_err(|e| format!("{shown}: {e}"))?;
+    if !meta.is_dir() {
+        return Err(format!("{shown} is not a directory (a symlink or a file)"));
+    }
+    let me = effective_uid();
+    if meta.uid() != me {
+        return Err(format!(
+            "{shown} belongs to uid {}, not to this user (uid {me}), so its owner could put a library there that this lesson would load",
+            meta.uid()
+        ));
+    }
+    let mode = meta.mode() & 0o7777;
+    if mode & 0o022 != 0 {
+        return Err(format!(
+            "{shown} has mode {mode:04o}: other users can write to it, so they could put a library there that this lesson would load (fix: chmod 700 {shown})"
+        ));
+    }
+    if mode & 0o077 != 0 {
+        std::fs::set_permissions(dir, Permissions::from_mode(0o700))
+            .map_err(|e| format!("cannot chmod 700 {shown}: {e}"))?;
+    }
+    for above in dir.ancestors().skip(1) {
+        let Ok(meta) = std::fs::metadata(above) else {
+            continue;
+        };
+        let replaceable = meta.mode() & 0o022 != 0 && meta.mode() & 0o1000 == 0;
+        if (meta.uid() != me && meta.uid() != 0) || replaceable {
+            return Err(format!(
+                "{} (above {shown}) belongs to uid {} with mode {:04o}, so another user could replace the cache in it",
+                above.display(),
+                meta.uid(),
+                meta.mode() & 0o7777
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// A cached build's directory and files must be this user's and writable by
+/// nobody else: in a directory that passed [`open_cache`] they are, unless
+/// they were put there before it was made private.
+fn check_cached(paths: &[&Path]) -> Result<(), String> {
+    let me = effective_uid();
+    for path in paths {
+        let meta =
+            std::fs::symlink_metadata(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        if meta.uid() != me || meta.mode() & 0o022 != 0 || meta.file_type().is_symlink() {
+            return Err(format!(
+                "the cached {} is not this user's alone (uid {}, mode {:04o}); remove it to rebuild",
+                path.display(),
+                meta.uid(),
+                meta.mode() & 0o7777
+            ));
+        }
+    }
+    Ok(())
+}
+
+pub(crate) fn effective_uid() -> u32 {
+    // SAFETY: geteuid cannot fail and has no preconditions.
+    unsafe { libc::geteuid() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::fs;
+
+    fn job_writing<'a>(key: &str, compile: &'a dyn Fn(&Path) -> Result<()>) -> Job<'a> {
+        Job {
+            key_text: key.into(),
+            outputs: vec!["a.cubin".into()],
+            compile,
+        }
+    }
+
+    fn write_a(dir: &Path) -> Result<()> {
+        fs::write(dir.join("a.cubin"), "cubin bytes")?;
+        Ok(())
+    }
+
+    #[test]
+    fn a_cached_cubin_that_was_truncated_is_refused_with_the_fix() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = CacheRoot::Kept(tmp.path().join("cache"));
+        let job = job_writing("route=jit\nnvrtc=13.5", &write_a);
+        let built = build_or_reuse(&job, &root).unwrap();
+        assert!(built.compiled);
+        assert!(!build_or_reuse(&job, &root).unwrap().compiled);
+        fs::write(built.file("a.cubin"), "cubin").unwrap();
+        let err = build_or_reuse(&job, &root).unwrap_err();
+        let cannot = err.downcast_ref::<CannotRun>().expect("exit code 2");
+        assert!(cannot.reason.contains("truncated or replaced"), "{cannot}");
+        assert!(cannot.fix.contains("rm -r"), "{}", cannot.fix);
+    }
+
+    #[test]
+    fn a_cached_build_whose_key_no_longer_matches_is_refused_with_the_fix() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = CacheRoot::Kept(tmp.path().join("cache"));
+        let job = job_writing("route=jit\nnvjitlink=13.5", &write_a);
+        let built = build_or_reuse(&job, &root).unwrap();
+        // The record says the directory was built from other inputs.
+        let record = fs::read_to_string(built.file(KEY_FILE)).unwrap();
+        fs::write(
+            built.file(KEY_FILE),
+            record.replace("nvjitlink=13.5", "nvjitlink=13.0"),
+        )
+        .unwrap();
+        let err = build_or_reuse(&job, &root).unwrap_err();
+        let cannot = err.downcast_ref::<CannotRun>().expect("exit code 2");
+        assert!(cannot.reason.contains("made from other inputs"), "{cannot}");
+        assert!(
+            cannot
+                .fix
+                .contains(&format!("rm -r {}", built.dir.display())),
+            "{}",
+            cannot.fix
+        );
+    }
+
+    #[test]
+    fn the_key_covers_every_byte_of_the_key_text() {
+        let job = job_writing("a", &write_a);
+        let other = job_writing("b", &write_a);
+        assert_ne!(job.key(), other.key());
+        assert_eq!(job.key().len(), 24);
+    }
+}

@@ -1,0 +1,40 @@
+//! Device code built at run time, for the GPU in use and the NCCL this
+//! process loaded.
+//!
+//! Code on NCCL's device API only runs with the NCCL release it was built
+//! against, so a program that ships as source (a lesson) builds its kernels
+//! when it runs. Two routes:
+//!
+//! * [`nvcc`]: the CUDA toolkit's compiler, against the loaded NCCL's
+//!   headers, plus a small host shim ([`shim`]) that owns every NCCL struct
+//!   whose layout changes between releases. Works from NCCL 2.28 on; needs a
+//!   CUDA toolkit.
+//!
+//! Both routes cache their output under the same rules ([`cache`]): a
+//! directory private to this user, never half-written, named by a hash of
+//! everything that went into the build.
+
+pub mod cache;
+pub mod env;
+pub mod nvcc;
+pub mod shim;
+
+pub use cache::CacheRoot;
+pub use env::Env;
+
+/// One CUDA source file of a program, compiled into `<stem>.cubin`. The
+/// program owns its sources (`include_str!`); this crate only builds them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Source {
+    /// The file name, e.g. `allreduce_lsa.cu`.
+    pub file: &'static str,
+    pub text: &'static str,
+}
+
+impl Source {
+    /// The name of the cubin built from this source.
+    pub fn cubin(&self) -> String {
+        let stem = self.file.strip_suffix(".cu").unwrap_or(self.file);
+        format!("{stem}.cubin")
+    }
+}
