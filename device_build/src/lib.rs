@@ -16,7 +16,9 @@
 
 pub mod cache;
 pub mod env;
+pub mod jit;
 pub mod nvcc;
+pub mod route;
 pub mod shim;
 
 pub use cache::CacheRoot;

@@ -24,15 +24,113 @@ type CreateFn =
     unsafe extern "C" fn(sys::ncclComm_t, c_int, c_int, c_int, *mut c_void, *mut c_void) -> c_int;
 type DestroyFn = unsafe extern "C" fn(sys::ncclComm_t, *const c_void) -> c_int;
 
-/// The loaded shim library.
+/// How the device communicator is made: through the nvcc route's shim, or,
+/// on the jit route (no shim), by calling NCCL directly with a requirements
+/// struct laid out by [`DevCommRequirements`] for a release whose layout
+/// this build knows.
 pub struct Shim {
-    create: CreateFn,
-    destroy: DestroyFn,
+    calls: Calls,
     layout: Layout,
     /// `sizeof(ncclLLA2AHandle)`.
     ll_handle_size: usize,
     // Last: the functions above point into it.
     _library: libloading::Library,
+}
+
+enum Calls {
+    Shim {
+        create: CreateFn,
+        destroy: DestroyFn,
+    },
+    Direct {
+        create: NcclCreateFn,
+        destroy: DestroyFn,
+    },
+}
+
+type NcclCreateFn =
+    unsafe extern "C" fn(sys::ncclComm_t, *const DevCommRequirements, *mut c_void) -> c_int;
+
+/// `ncclDevCommRequirements` as NCCL 2.32.3's `nccl_device/host.h` lays it
+/// out (120 bytes; the offsets are checked against the real header by
+/// NVRTC in the tests). Only what the jit route sets is named in its use;
+/// the rest keeps `NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER`'s values.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct DevCommRequirements {
+    pub size: usize,
+    pub magic: u32,
+    pub version: u32,
+    pub resource_requirements_list: *mut c_void,
+    pub team_requirements_list: *mut c_void,
+    pub lsa_multimem: bool,
+    pub barrier_count: c_int,
+    pub lsa_barrier_count: c_int,
+    pub rail_gin_barrier_count: c_int,
+    pub lsa_ll_a2a_block_count: c_int,
+    pub lsa_ll_a2a_slot_count: c_int,
+    pub gin_force_enable: bool,
+    pub gin_context_count: c_int,
+    pub gin_signal_count: c_int,
+    pub gin_counter_count: c_int,
+    pub gin_connection_type: c_int,
+    pub gin_exclusive_contexts: bool,
+    pub gin_queue_depth: c_int,
+    pub gin_traffic_class: c_int,
+    pub world_gin_barrier_count: c_int,
+    pub gin_strong_signals_required: bool,
+    pub gin_va_signals_required: bool,
+    pub gin_custom_stride: c_int,
+    pub gin_type: c_int,
+    pub use_runtime_version: bool,
+    pub cft_caps: c_int,
+    pub cft_barrier_count: c_int,
+}
+
+/// A kernel source whose compile asserts, in the real 2.32.3 header, every
+/// offset of [`DevCommRequirements`] and `sizeof(ncclDevComm)`.
+pub const LAYOUT_PROBE: crate::Source = crate::Source {
+    file: "devcomm_layout_probe.cu",
+    text: include_str!("../shim/devcomm_layout_probe.cu"),
+};
+
+/// `sizeof(ncclDevComm)` in NCCL 2.32.3 (and its alignment).
+pub const DEV_COMM_SIZE_2_32_3: usize = 248;
+const NCCL_API_MAGIC: u32 = 0xcafe_beef;
+
+impl DevCommRequirements {
+    /// `NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER` of NCCL 2.32.3.
+    pub fn initializer(version: NcclVersion) -> Self {
+        Self {
+            size: std::mem::size_of::<Self>(),
+            magic: NCCL_API_MAGIC,
+            version: version.code(),
+            resource_requirements_list: std::ptr::null_mut(),
+            team_requirements_list: std::ptr::null_mut(),
+            lsa_multimem: false,
+            barrier_count: 0,
+            lsa_barrier_count: 0,
+            rail_gin_barrier_count: 0,
+            lsa_ll_a2a_block_count: 0,
+            lsa_ll_a2a_slot_count: 0,
+            gin_force_enable: false,
+            gin_context_count: 4,
+            gin_signal_count: 0,
+            gin_counter_count: 0,
+            gin_connection_type: 0, // NCCL_GIN_CONNECTION_NONE
+            gin_exclusive_contexts: false,
+            gin_queue_depth: 0,
+            gin_traffic_class: c_int::MIN, // NCCL_CONFIG_UNDEF_INT
+            world_gin_barrier_count: 0,
+            gin_strong_signals_required: true,
+            gin_va_signals_required: true,
+            gin_custom_stride: 1,
+            gin_type: 0, // NCCL_GIN_TYPE_NONE
+            use_runtime_version: false,
+            cft_caps: 0, // NCCL_CFT_NONE
+            cft_barrier_count: 0,
+        }
+    }
 }
 
 impl Shim {
@@ -73,10 +171,43 @@ impl Shim {
             let layout = Layout::from_size_align(size(), align())
                 .context("ncclDevComm's size and alignment")?;
             Ok(Self {
-                create,
-                destroy,
+                calls: Calls::Shim { create, destroy },
                 layout,
                 ll_handle_size: ll_handle_size(),
+                _library: library,
+            })
+        }
+    }
+
+    /// No shim (the jit route): `ncclDevCommCreate`/`Destroy` are called
+    /// straight from the NCCL at `library` (the one this process loaded),
+    /// with requirements laid out for `version`, which must be a release
+    /// whose layout this build knows (2.32.3).
+    pub fn direct(library: &Path, version: NcclVersion) -> Result<Self> {
+        ensure!(
+            version == NcclVersion::new(2, 32, 3),
+            "this build knows ncclDevCommRequirements' layout of NCCL 2.32.3 only, not {version}"
+        );
+        // SAFETY: the library is already loaded (dlopen returns it again);
+        // the symbols are host.h's, with the signatures declared above.
+        unsafe {
+            let flags = libloading::os::unix::RTLD_NOW | libloading::os::unix::RTLD_LOCAL;
+            let library: libloading::Library =
+                libloading::os::unix::Library::open(Some(library), flags)
+                    .with_context(|| format!("dlopen {}", library.display()))?
+                    .into();
+            let get_version: unsafe extern "C" fn(*mut c_int) -> c_int =
+                *library.get(b"ncclGetVersion\0")?;
+            if !std::ptr::eq(get_version as *const c_void, nccl_get_version_address()?) {
+                bail!("dlopen gave a different NCCL than this process loaded: two copies of NCCL");
+            }
+            let create: NcclCreateFn = *library.get(b"ncclDevCommCreate\0")?;
+            let destroy: DestroyFn = *library.get(b"ncclDevCommDestroy\0")?;
+            Ok(Self {
+                calls: Calls::Direct { create, destroy },
+                layout: Layout::from_size_align(DEV_COMM_SIZE_2_32_3, 8)
+                    .context("ncclDevComm's size and alignment")?,
+                ll_handle_size: 0,
                 _library: library,
             })
         }
@@ -85,6 +216,12 @@ impl Shim {
     /// `sizeof(ncclDevComm)` in the NCCL in use.
     pub fn dev_comm_size(&self) -> usize {
         self.layout.size()
+    }
+
+    /// Whether this way of making the device communicator can ask for an LL
+    /// staging buffer (the shim can; the jit route's kernels have no LL API).
+    pub fn has_ll(&self) -> bool {
+        matches!(self.calls, Calls::Shim { .. })
     }
 }
 
@@ -130,14 +267,25 @@ impl<'a> DevComm<'a> {
         // SAFETY: `bytes` is a zeroed, aligned ncclDevComm-sized buffer;
         // `ll_out` is NULL or holds sizeof(ncclLLA2AHandle) bytes.
         let status = unsafe {
-            (shim.create)(
-                comm.as_raw(),
-                lsa_barriers as c_int,
-                ll_blocks as c_int,
-                ll_slots as c_int,
-                bytes.cast(),
-                ll_out,
-            )
+            match shim.calls {
+                Calls::Shim { create, .. } => create(
+                    comm.as_raw(),
+                    lsa_barriers as c_int,
+                    ll_blocks as c_int,
+                    ll_slots as c_int,
+                    bytes.cast(),
+                    ll_out,
+                ),
+                Calls::Direct { create, .. } => {
+                    if ll.is_some() {
+                        dealloc(bytes, shim.layout);
+                        bail!("an LL staging buffer needs the shim (the nvcc route)");
+                    }
+                    let mut reqs = DevCommRequirements::initializer(NcclVersion::new(2, 32, 3));
+                    reqs.lsa_barrier_count = lsa_barriers as c_int;
+                    create(comm.as_raw(), &reqs, bytes.cast())
+                }
+            }
         };
         if status != 0 {
             // Nothing was created: free the bytes without ncclDevCommDestroy.
@@ -189,7 +337,10 @@ impl<'a> DevComm<'a> {
 
     fn release(&mut self) -> Result<()> {
         // SAFETY: `bytes` holds the device communicator ncclDevCommCreate made.
-        let status = unsafe { (self.shim.destroy)(self.comm.as_raw(), self.bytes.cast()) };
+        let destroy = match self.shim.calls {
+            Calls::Shim { destroy, .. } | Calls::Direct { destroy, .. } => destroy,
+        };
+        let status = unsafe { destroy(self.comm.as_raw(), self.bytes.cast()) };
         // SAFETY: allocated in `create` with this layout; not used after this.
         unsafe { dealloc(self.bytes, self.shim.layout) };
         nccl_result(status).check("ncclDevCommDestroy")?;
@@ -226,6 +377,52 @@ fn nccl_result(status: c_int) -> sys::ncclResult_t {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_requirements_have_the_layout_of_nccl_2_32_3() {
+        use std::mem::offset_of;
+        type R = DevCommRequirements;
+        assert_eq!(std::mem::size_of::<R>(), 120);
+        let offsets = [
+            offset_of!(R, resource_requirements_list),
+            offset_of!(R, team_requirements_list),
+            offset_of!(R, lsa_multimem),
+            offset_of!(R, barrier_count),
+            offset_of!(R, lsa_barrier_count),
+            offset_of!(R, rail_gin_barrier_count),
+            offset_of!(R, lsa_ll_a2a_block_count),
+            offset_of!(R, lsa_ll_a2a_slot_count),
+            offset_of!(R, gin_force_enable),
+            offset_of!(R, gin_context_count),
+            offset_of!(R, gin_signal_count),
+            offset_of!(R, gin_counter_count),
+            offset_of!(R, gin_connection_type),
+            offset_of!(R, gin_exclusive_contexts),
+            offset_of!(R, gin_queue_depth),
+            offset_of!(R, gin_traffic_class),
+            offset_of!(R, world_gin_barrier_count),
+            offset_of!(R, gin_strong_signals_required),
+            offset_of!(R, gin_va_signals_required),
+            offset_of!(R, gin_custom_stride),
+            offset_of!(R, gin_type),
+            offset_of!(R, use_runtime_version),
+            offset_of!(R, cft_caps),
+            offset_of!(R, cft_barrier_count),
+        ];
+        // The offsets LAYOUT_PROBE asserts in the real header.
+        assert_eq!(
+            offsets,
+            [
+                16, 24, 32, 36, 40, 44, 48, 52, 56, 60, 64, 68, 72, 76, 80, 84, 88, 92, 93, 96,
+                100, 104, 108, 112
+            ]
+        );
+        let reqs = R::initializer(NcclVersion::new(2, 32, 3));
+        assert_eq!(
+            (reqs.size, reqs.magic, reqs.version),
+            (120, 0xcafebeef, 23203)
+        );
+    }
 
     #[test]
     fn shim_status_codes_map_to_nccl_results() {

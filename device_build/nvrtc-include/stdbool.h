@@ -1,0 +1,1 @@
+// NVRTC ships no C library headers; NCCL's utility.h includes this, and in C++ bool is a keyword.

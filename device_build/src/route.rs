@@ -1,0 +1,398 @@
+//! Choosing the route: `--build auto|nvcc|jit`.
+//!
+//! `auto` takes the jit route when the loaded NCCL ships its device library
+//! (`libnccl_device.ltoir`), its wrapper has the names this build's kernels
+//! call, its device-communicator layout is one this build knows, and a usable
+//! NVRTC, nvJitLink and the CUDA headers are found; otherwise it takes nvcc.
+//! The choice comes with the reason, which the program prints.
+
+use std::path::Path;
+
+use anyhow::Result;
+use common::{CannotRun, NcclVersion};
+
+use crate::env::Env;
+use crate::{jit, nvcc, Source};
+
+/// Which route builds the kernels.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Build {
+    /// jit when the loaded NCCL and the found tools allow it, else nvcc.
+    Auto,
+    /// nvcc against the loaded NCCL's headers, with a host shim (NCCL 2.28+).
+    Nvcc,
+    /// NVRTC + nvJitLink with NCCL's libnccl_device.ltoir (NCCL 2.32.3), no toolkit.
+    Jit,
+}
+
+/// A program's device code, for both routes.
+#[derive(Debug, Clone)]
+pub struct Program {
+    /// Sources on the C++ device API, for nvcc.
+    pub nvcc_kernels: Vec<Source>,
+    /// Sources on nccl_device_wrapper.h's C API, for NVRTC + nvJitLink.
+    pub jit_kernels: Vec<Source>,
+    /// `-DNAME=VALUE` for every source, on both routes.
+    pub defines: Vec<(String, String)>,
+    /// The wrapper functions the jit sources call: checked before compiling.
+    pub wrapper_names: Vec<&'static str>,
+}
+
+/// The build a route will make.
+pub enum Plan {
+    Nvcc(nvcc::Target),
+    Jit(Box<jit::Target>),
+}
+
+impl Plan {
+    pub fn name(&self) -> &'static str {
+        match self {
+            Plan::Nvcc(_) => "nvcc",
+            Plan::Jit(_) => "jit",
+        }
+    }
+}
+
+/// The route taken and why.
+pub struct Chosen {
+    pub plan: Plan,
+    pub why: String,
+}
+
+/// Everything the nvcc route needs: nvcc, the NCCL headers of the loaded
+/// release, their version checked.
+pub fn nvcc_target(
+    env: &Env,
+    arch: &str,
+    nccl: NcclVersion,
+    library: &Path,
+    program: &Program,
+) -> Result<nvcc::Target> {
+    let nvcc = nvcc::find_nvcc(env)?;
+    let include = nvcc::find_nccl_headers(env, library)?;
+    nvcc::check_same_release(nvcc::header_version(&include)?, &include, nccl, library)?;
+    Ok(nvcc::Target {
+        arch: arch.into(),
+        nvcc_version: nvcc::nvcc_version(&nvcc)?,
+        nvcc,
+        include,
+        nccl,
+        library: library.into(),
+        defines: program.defines.clone(),
+        kernels: program.nvcc_kernels.clone(),
+    })
+}
+
+/// Everything the jit route needs, each piece checked in the order a user
+/// would fix them: the device library, the headers and their names, the
+/// release's layout, NVRTC, nvJitLink and their versions, the CUDA headers.
+pub fn jit_target(
+    env: &Env,
+    arch: &str,
+    nccl: NcclVersion,
+    library: &Path,
+    program: &Program,
+) -> Result<jit::Target> {
+    let device_library = jit::find_device_library(env, library, nccl)?;
+    let nccl_include = nvcc::find_nccl_headers(env, library)?;
+    nvcc::check_same_release(
+        nvcc::header_version(&nccl_include)?,
+        &nccl_include,
+        nccl,
+        library,
+    )?;
+    let wrapper_path = nccl_include.join("nccl_device_wrapper.h");
+    let wrapper = std::fs::read_to_string(&wrapper_path).map_err(|e| {
+        CannotRun::new(
+            format!(
+                "NCCL {nccl} has no readable {} ({e})",
+                wrapper_path.display()
+            ),
+            format!("use NCCL 2.32.3, or {}", jit::USE_NVCC),
+        )
+    })?;
+    jit::check_wrapper_names(&wrapper, &wrapper_path, nccl, &program.wrapper_names)?;
+    jit::check_known_release(nccl)?;
+    let sites = jit::site_packages(env, library);
+    let nvrtc_path = jit::find_nvrtc(env, &sites)?;
+    let nvjitlink_path = jit::find_nvjitlink(env, &sites)?;
+    let nvrtc = jit::Nvrtc::load(&nvrtc_path).map_err(|e| {
+        CannotRun::new(
+            format!("NVRTC at {} cannot be loaded: {e:#}", nvrtc_path.display()),
+            format!(
+                "pip install --force-reinstall nvidia-cuda-nvrtc, or {}",
+                jit::USE_NVCC
+            ),
+        )
+    })?;
+    let nvjitlink = jit::NvJitLink::load(&nvjitlink_path).map_err(|e| {
+        CannotRun::new(
+            format!(
+                "nvJitLink at {} cannot be loaded: {e:#}",
+                nvjitlink_path.display()
+            ),
+            format!("pip install -U nvidia-nvjitlink, or {}", jit::USE_NVCC),
+        )
+    })?;
+    jit::check_versions(nvrtc.version, nvjitlink.version, &nvjitlink.path)?;
+    let cuda_include = jit::find_cuda_headers(env, &sites)?;
+    Ok(jit::Target {
+        arch: arch.into(),
+        nvrtc,
+        nvjitlink,
+        nccl_include,
+        cuda_include,
+        device_library,
+        nccl,
+        library: library.into(),
+        defines: program.defines.clone(),
+        kernels: program.jit_kernels.clone(),
+    })
+}
+
+/// The route for `build`, and why. `auto` falls back to nvcc when the jit
+/// route is not available; when neither is, the error names both fixes.
+pub fn choose(
+    build: Build,
+    env: &Env,
+    arch: &str,
+    nccl: NcclVersion,
+    library: &Path,
+    program: &Program,
+) -> Result<Chosen> {
+    let jit_why = |t: &jit::Target| {
+        format!(
+            "NCCL {nccl} ships {}; NVRTC {}.{} ({}) and nvJitLink {}.{} ({})",
+            t.device_library.display(),
+            t.nvrtc.version.0,
+            t.nvrtc.version.1,
+            t.nvrtc.path.display(),
+            t.nvjitlink.version.0,
+            t.nvjitlink.version.1,
+            t.nvjitlink.path.display()
+        )
+    };
+    match build {
+        Build::Nvcc => {
+            let target = nvcc_target(env, arch, nccl, library, program)?;
+            let why = format!("--build nvcc: {}", target.nvcc.display());
+            Ok(Chosen {
+                plan: Plan::Nvcc(target),
+                why,
+            })
+        }
+        Build::Jit => {
+            let target = jit_target(env, arch, nccl, library, program)?;
+            let why = format!("--build jit: {}", jit_why(&target));
+            Ok(Chosen {
+                plan: Plan::Jit(Box::new(target)),
+                why,
+            })
+        }
+        Build::Auto => {
+            let jit_error = match jit_target(env, arch, nccl, library, program) {
+                Ok(target) => {
+                    let why = format!("auto: {}", jit_why(&target));
+                    return Ok(Chosen {
+                        plan: Plan::Jit(Box::new(target)),
+                        why,
+                    });
+                }
+                Err(e) => e,
+            };
+            let nvcc_error = match nvcc_target(env, arch, nccl, library, program) {
+                Ok(target) => {
+                    let why = format!(
+                        "auto: no jit route ({}); nvcc found at {}",
+                        reason(&jit_error),
+                        target.nvcc.display()
+                    );
+                    return Ok(Chosen {
+                        plan: Plan::Nvcc(target),
+                        why,
+                    });
+                }
+                Err(e) => e,
+            };
+            Err(neither(&jit_error, &nvcc_error).into())
+        }
+    }
+}
+
+fn reason(error: &anyhow::Error) -> String {
+    match error.downcast_ref::<CannotRun>() {
+        Some(cannot) => cannot.reason.clone(),
+        None => format!("{error:#}"),
+    }
+}
+
+fn fix(error: &anyhow::Error) -> String {
+    error
+        .downcast_ref::<CannotRun>()
+        .map(|c| c.fix.clone())
+        .unwrap_or_default()
+}
+
+/// Neither route can build: both reasons, both fixes.
+pub fn neither(jit_error: &anyhow::Error, nvcc_error: &anyhow::Error) -> CannotRun {
+    CannotRun::new(
+        format!(
+            "neither route can build the kernels.\n  jit: {}\n  nvcc: {}",
+            reason(jit_error),
+            reason(nvcc_error)
+        ),
+        format!(
+            "either take the jit route (no toolkit): NCCL 2.32.3 from pip (pip install nvidia-nccl-cu13==2.32.3) with\n\
+             pip install nvidia-cuda-nvrtc nvidia-nvjitlink nvidia-cuda-cccl nvidia-cuda-runtime ({})\n\
+             or the nvcc route: {}",
+            fix(jit_error),
+            fix(nvcc_error)
+        ),
+    )
+}
+
+/// The preflight's check, before any rank starts and before NCCL is known:
+/// nvcc is found, or NVRTC is (from `$NVRTC`, the active Python environment or
+/// a toolkit), so that one route may work. Err names both fixes.
+pub fn some_route_found(env: &Env) -> Result<(), CannotRun> {
+    let nvcc_error = match nvcc::find_nvcc(env) {
+        Ok(_) => return Ok(()),
+        Err(e) => e,
+    };
+    let sites = jit::site_packages(env, Path::new("/"));
+    let jit_error = match jit::find_nvrtc(env, &sites) {
+        Ok(_) => return Ok(()),
+        Err(e) => e,
+    };
+    Err(neither(&jit_error.into(), &nvcc_error.into()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn with_no_tool_at_all_both_fixes_are_named() {
+        let tmp = tempfile::tempdir().unwrap();
+        let env = Env {
+            nvcc: Some(tmp.path().join("nvcc").into()),
+            nvrtc: Some(tmp.path().join("libnvrtc.so").into()),
+            ..Env::default()
+        };
+        let err = some_route_found(&env).unwrap_err();
+        assert!(err.reason.contains("neither route"), "{err}");
+        assert!(err.reason.contains("nvcc not found: NVCC="), "{err}");
+        assert!(
+            err.reason.contains("NVRTC (libnvrtc.so) not found"),
+            "{err}"
+        );
+        assert!(
+            err.fix.contains("pip install nvidia-cuda-nvrtc"),
+            "{}",
+            err.fix
+        );
+        assert!(err.fix.contains("install the CUDA toolkit"), "{}", err.fix);
+    }
+
+    fn program() -> Program {
+        Program {
+            nvcc_kernels: vec![],
+            jit_kernels: vec![],
+            defines: vec![],
+            wrapper_names: vec!["ncclLsaReduceSumCopy_F32"],
+        }
+    }
+
+    /// An NCCL 2.28.9 from a wheel: headers, no device library.
+    fn nccl_2_28(dir: &Path) -> std::path::PathBuf {
+        let nccl = dir.join("site/nvidia/nccl");
+        std::fs::create_dir_all(nccl.join("lib")).unwrap();
+        std::fs::create_dir_all(nccl.join("include")).unwrap();
+        std::fs::write(nccl.join("lib/libnccl.so.2"), "").unwrap();
+        std::fs::write(
+            nccl.join("include/nccl.h"),
+            "#define NCCL_MAJOR 2\n#define NCCL_MINOR 28\n#define NCCL_PATCH 9\n",
+        )
+        .unwrap();
+        std::fs::write(nccl.join("include/nccl_device.h"), "").unwrap();
+        nccl.join("lib/libnccl.so.2")
+    }
+
+    #[test]
+    fn jit_on_an_nccl_without_device_library_exits_2_with_the_fix() {
+        let tmp = tempfile::tempdir().unwrap();
+        let library = nccl_2_28(tmp.path());
+        let err = choose(
+            Build::Jit,
+            &Env::default(),
+            "sm_90",
+            NcclVersion::new(2, 28, 9),
+            &library,
+            &program(),
+        )
+        .err()
+        .unwrap();
+        let cannot = err.downcast_ref::<CannotRun>().expect("exit code 2");
+        assert!(
+            cannot.reason.contains("ships no device library"),
+            "{cannot}"
+        );
+        assert!(cannot.fix.contains("--build nvcc"), "{}", cannot.fix);
+    }
+
+    #[test]
+    fn auto_falls_back_to_nvcc_and_says_why() {
+        let tmp = tempfile::tempdir().unwrap();
+        let library = nccl_2_28(tmp.path());
+        let nvcc = tmp.path().join("bin/nvcc");
+        std::fs::create_dir_all(nvcc.parent().unwrap()).unwrap();
+        std::fs::write(&nvcc, "#!/bin/sh\necho 'release 13.0'\n").unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&nvcc, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let env = Env {
+            nvcc: Some(nvcc.clone().into()),
+            ..Env::default()
+        };
+        let chosen = choose(
+            Build::Auto,
+            &env,
+            "sm_90",
+            NcclVersion::new(2, 28, 9),
+            &library,
+            &program(),
+        )
+        .ok()
+        .unwrap();
+        assert_eq!(chosen.plan.name(), "nvcc");
+        assert!(
+            chosen.why.starts_with("auto: no jit route ("),
+            "{}",
+            chosen.why
+        );
+        assert!(
+            chosen.why.contains("ships no device library"),
+            "{}",
+            chosen.why
+        );
+        // Without nvcc either: both reasons and both fixes.
+        let env = Env {
+            nvcc: Some(tmp.path().join("none").into()),
+            ..Env::default()
+        };
+        let err = choose(
+            Build::Auto,
+            &env,
+            "sm_90",
+            NcclVersion::new(2, 28, 9),
+            &library,
+            &program(),
+        )
+        .err()
+        .unwrap();
+        let cannot = err.downcast_ref::<CannotRun>().expect("exit code 2");
+        assert!(cannot.reason.contains("jit: NCCL 2.28.9"), "{cannot}");
+        assert!(cannot.reason.contains("nvcc: nvcc not found"), "{cannot}");
+        assert!(cannot.fix.contains("nvidia-nvjitlink"), "{}", cannot.fix);
+        assert!(cannot.fix.contains("CUDA toolkit"), "{}", cannot.fix);
+    }
+}
