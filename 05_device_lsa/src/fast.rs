@@ -54,6 +54,14 @@ impl FastOptions {
             twoshot_max_blocks: multiprocessors.max(1),
         }
     }
+
+    /// Two-shot at every size: the jit route, which has no one-shot kernel.
+    pub fn two_shot_only(multiprocessors: u32) -> Self {
+        Self {
+            oneshot_max_bytes: 0,
+            ..Self::for_gpu(multiprocessors)
+        }
+    }
 }
 
 /// Where one-shot stops paying, measured with `05_allreduce_bench` on
@@ -90,7 +98,7 @@ pub fn twoshot_blocks(count: usize, ranks: usize, max_blocks: u32) -> u32 {
 /// The path for `count` floats: one-shot when small enough, else two-shot.
 pub fn choose(count: usize, ranks: usize, options: &FastOptions) -> Path {
     let bytes = count * 4;
-    if bytes <= options.oneshot_max_bytes.min(ONESHOT_CAPACITY) {
+    if options.oneshot_max_bytes > 0 && bytes <= options.oneshot_max_bytes.min(ONESHOT_CAPACITY) {
         Path::OneShot {
             blocks: oneshot_blocks(count),
         }
@@ -127,16 +135,23 @@ pub fn check_ranks(ranks: usize) -> Result<(), CannotRun> {
     ))
 }
 
-/// The two fast kernels, loaded.
+/// The fast kernels, loaded. The jit route's module has no one-shot kernel
+/// (NCCL 2.32.3's wrapper has no LL API): there every size takes two-shot.
 pub struct FastKernels {
-    pub oneshot: cu_sys::CUfunction,
+    pub oneshot: Option<cu_sys::CUfunction>,
     pub twoshot: cu_sys::CUfunction,
 }
 
 impl FastKernels {
-    pub fn load(module: &Module) -> Result<Self> {
+    /// The fast kernels of `module`; `with_oneshot`: whether it has the
+    /// one-shot kernel (the nvcc route's does).
+    pub fn load(module: &Module, with_oneshot: bool) -> Result<Self> {
         Ok(Self {
-            oneshot: module.function("allreduce_oneshot_ll")?,
+            oneshot: if with_oneshot {
+                Some(module.function("allreduce_oneshot_ll")?)
+            } else {
+                None
+            },
             twoshot: module.function("allreduce_twoshot")?,
         })
     }
@@ -153,6 +168,9 @@ impl FastKernels {
         let comm_arg = dev_comm.as_kernel_arg();
         match path {
             Path::OneShot { blocks } => {
+                let oneshot = self.oneshot.ok_or_else(|| {
+                    anyhow::anyhow!("this build has no one-shot kernel (the jit route)")
+                })?;
                 let handle: *mut c_void = dev_comm.ll_handle_arg().ok_or_else(|| {
                     anyhow::anyhow!("the device communicator has no LL staging buffer")
                 })?;
@@ -163,15 +181,7 @@ impl FastKernels {
                 // SAFETY: allreduce_oneshot_ll takes the six common
                 // arguments and an ncclLLA2AHandle by value.
                 unsafe {
-                    launch_allreduce(
-                        self.oneshot,
-                        blocks,
-                        THREADS,
-                        stream,
-                        args,
-                        comm_arg,
-                        &[handle],
-                    )
+                    launch_allreduce(oneshot, blocks, THREADS, stream, args, comm_arg, &[handle])
                 }
             }
             Path::TwoShot { blocks } => {

@@ -49,12 +49,12 @@ use common::setup;
 use common::verify::check_all;
 use common::{CannotRun, Lesson, NcclVersion, Needs, RankContext};
 use cudarc::driver::{result as cu, sys as cu_sys, CudaContext};
-use device_build::nvcc::build_or_reuse;
-use device_build::shim::{DevComm, Shim};
+use device_build::route::Build;
+use device_build::shim::DevComm;
 use device_build::Env;
 use device_lsa::fast::{self, FastKernels, FastOptions};
 use device_lsa::launch::{AllReduceArgs, Module};
-use device_lsa::{build_target, CACHE_NAME, FAST, KERNEL, KERNEL_NAME, THREADS};
+use device_lsa::{build, choose_route, plan_include, CACHE_NAME, KERNEL_NAME, THREADS};
 
 /// Elements per buffer: 1M floats (4 MiB), as in NCCL's example.
 const COUNT: usize = 1024 * 1024;
@@ -77,17 +77,27 @@ struct Args {
     /// The AllReduce kernel to run.
     #[arg(long, value_enum, default_value_t = Kernel::Simple)]
     kernel: Kernel,
+    /// How the kernels are built: nvcc (CUDA toolkit, NCCL 2.28+), jit (NVRTC +
+    /// nvJitLink with NCCL's device library, NCCL 2.32.3), or auto.
+    #[arg(long, value_enum, default_value_t = Build::Auto)]
+    build: Build,
 }
 
 const LESSON: Lesson = Lesson {
     name: "05_device_lsa",
-    about: "An AllReduce kernel on NCCL's device API (LSA pointers and barriers), built with nvcc at run time",
+    about: "An AllReduce kernel on NCCL's device API (LSA pointers and barriers), built at run time (nvcc, or NVRTC + nvJitLink)",
     needs: Needs::GpuAndNccl {
         min: NcclVersion::new(2, 28, 0),
         feature: "the device API (nccl_device.h)",
     },
-    tool: Some(device_lsa::nvcc_found),
+    tool: Some(device_lsa::build_tool_found),
 };
+
+/// The loaded NCCL's version (the headers and the device library are checked
+/// to be the same release).
+fn loaded_version() -> Result<NcclVersion> {
+    Ok(common::nccl::loaded_nccl()?.version)
+}
 
 fn main() -> ExitCode {
     common::run(&LESSON, device_lsa)
@@ -115,49 +125,58 @@ fn device_lsa(ctx: &RankContext, args: &Args) -> Result<()> {
     let stream = gpu.new_stream().context("Step 1: create a stream")?;
     ctx.println_ordered(format!("  Rank {rank} using GPU device {}", ctx.device()))?;
 
-    // Step 2: Build the kernel and its host shim with nvcc for this GPU and this NCCL, or reuse the cached build.
-    // NOTE: the headers must be exactly the loaded library's release: device
-    // code built for one NCCL does not run with another. Rank 0 builds first
-    // and the others wait, so that they find the cache filled instead of
-    // running nvcc all at once.
-    let target =
-        ctx.all_ok(build_target(major, minor).context("Step 2: find nvcc and the NCCL headers"))?;
+    // Step 2: Build the kernels for this GPU and this NCCL (nvcc and a host shim, or NVRTC and nvJitLink), or reuse the cached build.
+    // NOTE: device code only runs with the NCCL release it was built for:
+    // nvcc compiles against the loaded NCCL's headers; the jit route links
+    // with the loaded NCCL's own device library. Rank 0 builds first and the
+    // others wait, so that they find the cache filled instead of all
+    // compiling at once.
+    let chosen = ctx.all_ok(
+        choose_route(args.build, major, minor).context("Step 2: choose how to build the kernels"),
+    )?;
+    if ctx.is_root() {
+        eprintln!("note: build route: {} ({})", chosen.plan.name(), chosen.why);
+    }
     let cache = Env::from_process().cache_root(CACHE_NAME);
     let first = if ctx.is_root() {
-        build_or_reuse(&target, &cache).map(Some)
+        build(&chosen.plan, &cache).map(Some)
     } else {
         Ok(None)
     };
-    let built = match ctx.all_ok(first.context("Step 2: build the kernel"))? {
+    let built = match ctx.all_ok(first.context("Step 2: build the kernels"))? {
         Some(built) => built,
-        None => build_or_reuse(&target, &cache).context("Step 2: build the kernel")?,
+        None => build(&chosen.plan, &cache).context("Step 2: build the kernels")?,
     };
     let source = match args.kernel {
-        Kernel::Simple => "allreduce_lsa.cu",
-        Kernel::Fast => "allreduce_lsa_fast.cu",
+        Kernel::Simple => built.simple_source(),
+        Kernel::Fast => built.fast_source(),
     };
     ctx.println_root(format!(
-        "Kernel {source} built for {} against NCCL {} headers in {}",
-        target.arch,
-        target.nccl,
-        target.include.display()
+        "Kernel {source} built for sm_{major}{minor} against NCCL {} headers in {}",
+        loaded_version()?,
+        plan_include(&chosen.plan).display()
     ));
     if ctx.is_root() {
-        let how = if built.build.compiled {
-            "compiled with nvcc"
+        let how = match (built.build.compiled, built.route) {
+            (true, "jit") => "compiled with NVRTC and linked with nvJitLink",
+            (true, _) => "compiled with nvcc",
+            (false, _) => "reused from the cache",
+        };
+        let what = if built.route == "jit" {
+            "kernels"
         } else {
-            "reused from the cache"
+            "kernel and shim"
         };
         eprintln!(
-            "note: kernel and shim {how} in {:.2} s ({})",
+            "note: {what} {how} in {:.2} s ({})",
             built.build.seconds,
             built.build.dir.display()
         );
     }
 
-    // Step 3: Load the kernel (cuModuleLoadData) and the shim (dlopen), and check that both match the NCCL in use.
-    let cubin_path = built.cubin(&KERNEL);
-    let cubin = std::fs::read(&cubin_path)
+    // Step 3: Load the kernels (cuModuleLoadData) and the means to make a device communicator, and check that both match the NCCL in use.
+    let cubin_path = built.simple_cubin();
+    let cubin = std::fs::read(cubin_path)
         .with_context(|| format!("Step 3: read {}", cubin_path.display()))?;
     // SAFETY: the context is current (Step 1) and `cubin` is a complete ELF image.
     let module = unsafe { cu::module::load_data(cubin.as_ptr().cast()) }
@@ -166,14 +185,25 @@ fn device_lsa(ctx: &RankContext, args: &Args) -> Result<()> {
     // SAFETY: the module is loaded; the name is the kernel's extern "C" name.
     let kernel = unsafe { cu::module::get_function(module.raw(), CString::new(KERNEL_NAME)?) }
         .context("Step 3: cuModuleGetFunction")?;
-    // Part two's kernels live in their own module (see fast.rs).
-    let fast_module = Module::load(&built.cubin(&FAST)).context("Step 3: load the fast kernels")?;
-    let fast_kernels = FastKernels::load(&fast_module).context("Step 3: load the fast kernels")?;
-    let shim = Shim::load(&built.shim, target.nccl).context("Step 3: load the shim")?;
+    // Part two's kernels live in their own module on the nvcc route and in
+    // the same one on the jit route (see fast.rs).
+    let fast_module = Module::load(built.fast_cubin()).context("Step 3: load the fast kernels")?;
+    let fast_kernels = FastKernels::load(&fast_module, built.route == "nvcc")
+        .context("Step 3: load the fast kernels")?;
+    // The nvcc route's shim (dlopen), or, on the jit route, NCCL's own
+    // ncclDevCommCreate with the requirements laid out for 2.32.3.
+    let shim = built
+        .dev_comm_maker()
+        .context("Step 3: load the device-communicator calls")?;
+    let how = if built.route == "nvcc" {
+        "opaque to Rust: only the shim knows its layout"
+    } else {
+        "opaque to Rust: its size is the one this build knows for the release"
+    };
     ctx.println_root(format!(
-        "ncclDevComm is {} bytes in NCCL {} (opaque to Rust: only the shim knows its layout)",
+        "ncclDevComm is {} bytes in NCCL {} ({how})",
         shim.dev_comm_size(),
-        target.nccl
+        loaded_version()?
     ));
 
     // Step 4: Create the communicator from a unique id that rank 0 shares.
@@ -199,7 +229,7 @@ fn device_lsa(ctx: &RankContext, args: &Args) -> Result<()> {
         .context("Step 6: fill the send buffer")?;
     ctx.println_ordered(format!("  Rank {rank} initialized data with value {rank}"))?;
 
-    // Step 7: Create the device communicator with one LSA barrier per block (ncclDevCommCreate, through the shim).
+    // Step 7: Create the device communicator with one LSA barrier per block (ncclDevCommCreate, through the shim or directly).
     // NOTE: collective, like the window registration. The device communicator
     // is a plain struct the kernel takes by value; its barriers live in memory
     // NCCL allocated for this communicator. The fast kernels run up to one
@@ -208,20 +238,30 @@ fn device_lsa(ctx: &RankContext, args: &Args) -> Result<()> {
     let multiprocessors = gpu
         .attribute(cu_sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
         .context("Step 7: multiprocessor count")? as u32;
-    let fast_options = FastOptions::for_gpu(multiprocessors);
+    let fast_options = if fast_kernels.oneshot.is_some() {
+        FastOptions::for_gpu(multiprocessors)
+    } else {
+        FastOptions::two_shot_only(multiprocessors)
+    };
     let mut dev_comm = match args.kernel {
         Kernel::Simple => DevComm::create(&shim, &comm, BLOCKS, None),
         Kernel::Fast => {
             ctx.all_ok(fast::check_ranks(size).map_err(Into::into))?;
             let (barriers, staging) = fast::requirements(&fast_options, size, BLOCKS);
-            DevComm::create(&shim, &comm, barriers, Some(staging))
+            // The LL staging buffer only for the one-shot kernel (nvcc route).
+            let staging = fast_kernels.oneshot.map(|_| staging);
+            DevComm::create(&shim, &comm, barriers, staging)
         }
     }
     .context("Step 7: ncclDevCommCreate")?;
     let barriers = match args.kernel {
         Kernel::Simple => format!("{BLOCKS} LSA barriers"),
-        Kernel::Fast => format!(
+        Kernel::Fast if fast_kernels.oneshot.is_some() => format!(
             "{} LSA barriers and an LL staging buffer",
+            fast_options.twoshot_max_blocks.max(BLOCKS)
+        ),
+        Kernel::Fast => format!(
+            "{} LSA barriers",
             fast_options.twoshot_max_blocks.max(BLOCKS)
         ),
     };

@@ -57,17 +57,24 @@ fn headers_of_another_release_are_refused() {
     assert!(stderr.contains("but the loaded library is"), "{stderr}");
 }
 
-/// nvcc is looked for with the preflight, before any rank starts, so this
-/// holds on any machine: with a GPU, nvcc is the one problem; without, it is
-/// listed beside the missing driver.
+/// nvcc and NVRTC are looked for with the preflight, before any rank starts,
+/// so this holds on any machine: with a GPU, the missing tools are the one
+/// problem; without, they are listed beside the missing driver.
 #[test]
-fn a_missing_nvcc_is_named_before_any_rank_starts() {
-    let (code, stdout, stderr) =
-        run_with_env(&[("NVCC", std::path::Path::new("/nonexistent/nvcc"))]);
+fn a_missing_nvcc_and_nvrtc_are_named_before_any_rank_starts() {
+    let (code, stdout, stderr) = run_with_env(&[
+        ("NVCC", std::path::Path::new("/nonexistent/nvcc")),
+        ("NVRTC", std::path::Path::new("/nonexistent/libnvrtc.so")),
+    ]);
     assert_eq!(code, Some(2), "{stderr}");
     assert!(stderr.contains("cannot run on this system"), "{stderr}");
     assert!(
         stderr.contains("nvcc not found: NVCC=/nonexistent/nvcc does not exist"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("NVRTC (libnvrtc.so) not found"), "{stderr}");
+    assert!(
+        stderr.contains("--build nvcc") || stderr.contains("nvidia-cuda-nvrtc"),
         "{stderr}"
     );
     assert!(!stdout.contains("Starting"), "a rank started: {stdout}");

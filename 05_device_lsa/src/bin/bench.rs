@@ -9,7 +9,20 @@
 //! * `twoshot`: the same on one block per multiprocessor;
 //! * `oneshot`: the barrier-free one-shot over LL (up to 1 MiB);
 //! * `fast`: what `--kernel fast` runs: one-shot up to `--oneshot-max`,
-//!   two-shot above.
+//!   two-shot above;
+//! * `fast-jit`: the fast two-shot kernel on nccl_device_wrapper.h's C API,
+//!   built by the jit route (NVRTC + nvJitLink), at every size;
+//! * `prims`, `prims-oneshot`, `prims-twoshot`: the AllReduce made of NCCL's
+//!   own primitives (`ncclLsaReduceSum_F32`, `ncclLsaReduceSumCopy_F32`),
+//!   jit route; `prims` switches from one-shot to two-shot at
+//!   `--prims-oneshot-max`.
+//!
+//! `--build auto|nvcc|jit` says how the lesson's kernels (`simple` to
+//! `fast`) are built; `fast-jit` and `prims*` always take the jit route, so
+//! `--build nvcc --kernels nccl,fast,fast-jit,prims` times the fast kernel
+//! through both routes, NCCL's primitives and `ncclAllReduce` in one call.
+//! On the jit route the lesson's kernels have no one-shot (the wrapper has
+//! no LL API): `oneshot` is refused and `fast` is two-shot at every size.
 //!
 //! The steps from `simple` to `fast` are the rows of the README's "Making
 //! it fast". Each size is timed out of place and in place, on fresh random
@@ -21,6 +34,7 @@
 //! ```text
 //! NTHREADS=2 cargo run --release --bin 05_allreduce_bench
 //! NTHREADS=2 target/release/05_allreduce_bench --kernels nccl,simple,vec16,twoshot,oneshot,fast -e 1M
+//! NTHREADS=2 target/release/05_allreduce_bench --build nvcc --kernels nccl,fast,fast-jit,prims
 //! mpirun -np 2 target/release/05_allreduce_bench --json ar05.json --svg ar05.svg
 //! ```
 
@@ -32,12 +46,13 @@ use common::bench::{parse_size, Placement, SweepArgs};
 use common::setup;
 use common::{CannotRun, Lesson, NcclVersion, Needs, RankContext};
 use cudarc::driver::{sys as cu_sys, CudaContext};
-use device_build::nvcc::build_or_reuse;
-use device_build::shim::{DevComm, Shim};
+use device_build::route::{Build, Plan};
+use device_build::shim::DevComm;
 use device_build::Env;
 use device_lsa::fast::{self, FastKernels, FastOptions, Path};
 use device_lsa::launch::{launch_allreduce, AllReduceArgs, Module};
-use device_lsa::{build_target, CACHE_NAME, FAST, KERNEL, KERNEL_NAME, THREADS};
+use device_lsa::prims::{self, PrimsKernels};
+use device_lsa::{build, choose_route, Built, CACHE_NAME, KERNEL_NAME, THREADS};
 
 /// The contenders, in the order of the README's steps.
 #[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,6 +69,14 @@ enum Contender {
     Oneshot,
     /// One-shot up to --oneshot-max, two-shot above: `--kernel fast`.
     Fast,
+    /// The fast two-shot kernel on the C API, built by the jit route.
+    FastJit,
+    /// NCCL's primitives: one-shot up to --prims-oneshot-max, two-shot above (jit).
+    Prims,
+    /// NCCL's primitives, one-shot (ncclLsaReduceSum_F32) at every size (jit).
+    PrimsOneshot,
+    /// NCCL's primitives, two-shot (ncclLsaReduceSumCopy_F32) at every size (jit).
+    PrimsTwoshot,
 }
 
 impl Contender {
@@ -69,7 +92,26 @@ impl Contender {
             Contender::Fast => {
                 "lesson 05 --kernel fast: one-shot up to --oneshot-max, two-shot above"
             }
+            Contender::FastJit => {
+                "the fast two-shot kernel on nccl_device_wrapper.h, NVRTC + nvJitLink"
+            }
+            Contender::Prims => {
+                "NCCL's ncclLsaReduceSum/ReduceSumCopy_F32: one-shot up to --prims-oneshot-max, two-shot above"
+            }
+            Contender::PrimsOneshot => "NCCL's ncclLsaReduceSum_F32 into the local output",
+            Contender::PrimsTwoshot => "NCCL's ncclLsaReduceSumCopy_F32 on this rank's share",
         }
+    }
+
+    /// Whether it needs the jit route's build whatever --build says.
+    fn jit_only(self) -> bool {
+        matches!(
+            self,
+            Contender::FastJit
+                | Contender::Prims
+                | Contender::PrimsOneshot
+                | Contender::PrimsTwoshot
+        )
     }
 }
 
@@ -97,6 +139,12 @@ struct Args {
     /// The most blocks the two-shot kernel runs [default: one per multiprocessor].
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]
     twoshot_blocks: Option<u32>,
+    /// `prims` takes NCCL's one-shot primitive up to this many bytes.
+    #[arg(long, value_name = "BYTES", value_parser = parse_size, default_value_t = fast::DEFAULT_ONESHOT_MAX)]
+    prims_oneshot_max: usize,
+    /// How the lesson's kernels are built (fast-jit and prims* always take jit).
+    #[arg(long, value_enum, default_value_t = Build::Auto)]
+    build: Build,
 }
 
 impl Args {
@@ -128,12 +176,12 @@ impl Args {
 
 const BENCH: Lesson = Lesson {
     name: "05_allreduce_bench",
-    about: "Times lesson 05's LSA kernels against ncclAllReduce on the same symmetric windows",
+    about: "Times lesson 05's LSA kernels (nvcc and jit builds) and NCCL's device primitives against ncclAllReduce on the same symmetric windows",
     needs: Needs::GpuAndNccl {
         min: NcclVersion::new(2, 28, 0),
         feature: "the device API (nccl_device.h)",
     },
-    tool: Some(device_lsa::nvcc_found),
+    tool: Some(device_lsa::build_tool_found),
 };
 
 fn main() -> ExitCode {
@@ -149,23 +197,74 @@ fn bench(ctx: &RankContext, args: &Args) -> Result<()> {
     let gpu = CudaContext::new(ctx.device()).context("bind the GPU")?;
     let (major, minor) = gpu.compute_capability().context("compute capability")?;
     let stream = gpu.new_stream().context("create a stream")?;
-    let target =
-        ctx.all_ok(build_target(major, minor).context("find nvcc and the NCCL headers"))?;
+    // The lesson's kernels on the route --build picks; the jit build as well
+    // when a jit-only contender is asked for and the lesson's route is nvcc.
+    let chosen = ctx.all_ok(choose_route(args.build, major, minor).context("choose the route"))?;
+    if ctx.is_root() {
+        eprintln!("note: build route: {} ({})", chosen.plan.name(), chosen.why);
+    }
+    let wants_jit = args.kernels.iter().any(|c| c.jit_only());
+    let jit_plan = match (&chosen.plan, wants_jit) {
+        (Plan::Nvcc(_), true) => Some(
+            ctx.all_ok(
+                choose_route(Build::Jit, major, minor)
+                    .context("the jit route, for fast-jit and prims"),
+            )?
+            .plan,
+        ),
+        _ => None,
+    };
     let cache = Env::from_process().cache_root(CACHE_NAME);
+    let build_all = || -> Result<(Built, Option<Built>)> {
+        let lesson = build(&chosen.plan, &cache)?;
+        let jit = jit_plan.as_ref().map(|p| build(p, &cache)).transpose()?;
+        Ok((lesson, jit))
+    };
     let first = if ctx.is_root() {
-        build_or_reuse(&target, &cache).map(Some)
+        build_all().map(Some)
     } else {
         Ok(None)
     };
-    let built = match ctx.all_ok(first.context("build the kernels"))? {
+    let (built, jit_built) = match ctx.all_ok(first.context("build the kernels"))? {
         Some(built) => built,
-        None => build_or_reuse(&target, &cache).context("build the kernels")?,
+        None => build_all().context("build the kernels")?,
     };
-    let simple_module = Module::load(&built.cubin(&KERNEL))?;
+    if ctx.is_root() {
+        for b in std::iter::once(&built).chain(jit_built.as_ref()) {
+            let how = if b.build.compiled {
+                "built"
+            } else {
+                "reused from the cache"
+            };
+            eprintln!(
+                "note: {} route: kernels {how} in {:.2} s ({})",
+                b.route,
+                b.build.seconds,
+                b.build.dir.display()
+            );
+        }
+    }
+    let simple_module = Module::load(built.simple_cubin())?;
     let simple = simple_module.function(KERNEL_NAME)?;
-    let fast_module = Module::load(&built.cubin(&FAST))?;
-    let fast_kernels = FastKernels::load(&fast_module)?;
-    let shim = Shim::load(&built.shim, target.nccl)?;
+    let fast_module = Module::load(built.fast_cubin())?;
+    let fast_kernels = FastKernels::load(&fast_module, built.route == "nvcc")?;
+    // The jit build: the lesson's own when its route is jit.
+    let jit = jit_built.as_ref().unwrap_or(&built);
+    let jit_module = match jit.prims_cubin() {
+        Some(cubin) => Some(Module::load(cubin)?),
+        None => None,
+    };
+    let jit_kernels = match &jit_module {
+        Some(module) => Some((
+            FastKernels::load(module, false)?,
+            PrimsKernels::load(module)?,
+        )),
+        None => None,
+    };
+    // The shim when the lesson's route is nvcc (its device communicator has
+    // the one-shot's LL buffer and serves the jit kernels too: one release,
+    // one layout), else NCCL's own ncclDevCommCreate.
+    let shim = built.dev_comm_maker()?;
     let comm = setup::communicator(ctx).context("create the communicator")?;
 
     let window_bytes = largest + args.send_offset.max(args.recv_offset);
@@ -179,15 +278,27 @@ fn bench(ctx: &RankContext, args: &Args) -> Result<()> {
         .attribute(cu_sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
         .context("multiprocessor count")? as u32;
     let options = FastOptions {
-        oneshot_max_bytes: args.oneshot_max,
+        oneshot_max_bytes: if fast_kernels.oneshot.is_some() {
+            args.oneshot_max
+        } else {
+            0
+        },
         twoshot_max_blocks: args.twoshot_blocks.unwrap_or(multiprocessors),
     };
+    if fast_kernels.oneshot.is_none() && args.kernels.contains(&Contender::Oneshot) {
+        return Err(CannotRun::new(
+            "the oneshot contender needs the nvcc route: NCCL 2.32.3's nccl_device_wrapper.h has no LL API for the jit route",
+            "add --build nvcc, or leave oneshot out of --kernels",
+        )
+        .into());
+    }
     ctx.all_ok(fast::check_ranks(size).map_err(Into::into))?;
     // One device communicator for every kernel: barriers for the largest
     // grid, and the one-shot's staging buffer.
     let (barriers, staging) = fast::requirements(&options, size, 16);
+    let staging = fast_kernels.oneshot.map(|_| staging);
     let mut dev_comm =
-        DevComm::create(&shim, &comm, barriers, Some(staging)).context("ncclDevCommCreate")?;
+        DevComm::create(&shim, &comm, barriers, staging).context("ncclDevCommCreate")?;
 
     let buffers = Buffers {
         send: &send,
@@ -268,6 +379,26 @@ fn bench(ctx: &RankContext, args: &Args) -> Result<()> {
                     kernel_args,
                     &mut dev_comm,
                 ),
+                Contender::FastJit => jit_kernels
+                    .as_ref()
+                    .context("fast-jit needs the jit build")?
+                    .0
+                    .launch(
+                        twoshot(options.twoshot_max_blocks),
+                        &stream,
+                        kernel_args,
+                        &mut dev_comm,
+                    ),
+                Contender::Prims | Contender::PrimsOneshot | Contender::PrimsTwoshot => {
+                    let oneshot_max = match contender {
+                        Contender::PrimsOneshot => usize::MAX,
+                        Contender::PrimsTwoshot => 0,
+                        _ => args.prims_oneshot_max,
+                    };
+                    let path = prims::choose(count, size, oneshot_max, options.twoshot_max_blocks);
+                    let kernels = jit_kernels.as_ref().context("prims needs the jit build")?;
+                    kernels.1.launch(path, &stream, kernel_args, &dev_comm)
+                }
             }
         };
         let name = format!("{contender:?}").to_lowercase();
@@ -306,6 +437,7 @@ fn bench(ctx: &RankContext, args: &Args) -> Result<()> {
     send.free()?;
     recv.free()?;
     comm.destroy()?;
+    drop(jit_module);
     drop(fast_module);
     drop(simple_module);
     report.fail_on_wrong(ctx)

@@ -1,0 +1,115 @@
+//! The AllReduce made of NCCL's own device primitives
+//! (`kernels/allreduce_nccl_prims.cu`, jit route only): which of its two
+//! kernels runs, and with how many blocks.
+//!
+//! * **One-shot** (`ncclLsaReduceSum_F32` into the local output): every
+//!   rank loads all of every peer's input; no second hop.
+//! * **Two-shot** (`ncclLsaReduceSumCopy_F32` on this rank's share): loads
+//!   the share from every peer, stores the sum into every peer's output.
+//!
+//! The grids follow the same rules as the hand-written fast kernel's (a block
+//! of [`THREADS`] threads per 16-byte vector of work, at most one block per
+//! multiprocessor), so the two are compared at equal footing; only the inner
+//! loop is NCCL's.
+
+use anyhow::Result;
+use cudarc::driver::{sys as cu_sys, CudaStream};
+use device_build::shim::DevComm;
+
+use crate::fast::twoshot_blocks;
+use crate::launch::{launch_allreduce, AllReduceArgs, Module};
+use crate::THREADS;
+
+/// Which primitives kernel runs, and its grid.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PrimsPath {
+    OneShot { blocks: u32 },
+    TwoShot { blocks: u32 },
+}
+
+/// Blocks for the one-shot kernel over `count` floats: a thread per 16-byte
+/// vector, at most `max_blocks`.
+pub fn oneshot_blocks(count: usize, max_blocks: u32) -> u32 {
+    let vectors = count.div_ceil(4).max(1);
+    vectors
+        .div_ceil(THREADS as usize)
+        .min(max_blocks.max(1) as usize) as u32
+}
+
+/// One-shot up to `oneshot_max_bytes`, two-shot above.
+pub fn choose(count: usize, ranks: usize, oneshot_max_bytes: usize, max_blocks: u32) -> PrimsPath {
+    if count * 4 <= oneshot_max_bytes {
+        PrimsPath::OneShot {
+            blocks: oneshot_blocks(count, max_blocks),
+        }
+    } else {
+        PrimsPath::TwoShot {
+            blocks: twoshot_blocks(count, ranks, max_blocks),
+        }
+    }
+}
+
+/// The two primitives kernels, loaded.
+pub struct PrimsKernels {
+    oneshot: cu_sys::CUfunction,
+    twoshot: cu_sys::CUfunction,
+}
+
+impl PrimsKernels {
+    pub fn load(module: &Module) -> Result<Self> {
+        Ok(Self {
+            oneshot: module.function("allreduce_prims_oneshot")?,
+            twoshot: module.function("allreduce_prims_twoshot")?,
+        })
+    }
+
+    /// Enqueues `path` on `stream`. The device communicator needs one LSA
+    /// barrier per block.
+    pub fn launch(
+        &self,
+        path: PrimsPath,
+        stream: &CudaStream,
+        args: AllReduceArgs,
+        dev_comm: &DevComm,
+    ) -> Result<()> {
+        let (kernel, blocks) = match path {
+            PrimsPath::OneShot { blocks } => (self.oneshot, blocks),
+            PrimsPath::TwoShot { blocks } => (self.twoshot, blocks),
+        };
+        // SAFETY: both kernels take the six common arguments.
+        unsafe {
+            launch_allreduce(
+                kernel,
+                blocks,
+                THREADS,
+                stream,
+                args,
+                dev_comm.as_kernel_arg(),
+                &[],
+            )
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grids_grow_with_the_size_up_to_one_block_per_multiprocessor() {
+        assert_eq!(oneshot_blocks(1, 132), 1);
+        assert_eq!(oneshot_blocks(4 * 512, 132), 1);
+        assert_eq!(oneshot_blocks(4 * 512 + 1, 132), 2);
+        assert_eq!(oneshot_blocks(128 << 20, 132), 132);
+        assert_eq!(
+            choose(1024, 2, 512 << 10, 132),
+            PrimsPath::OneShot { blocks: 1 }
+        );
+        assert_eq!(
+            choose(128 << 20, 2, 512 << 10, 132),
+            PrimsPath::TwoShot { blocks: 132 }
+        );
+        // 0: two-shot at every size.
+        assert!(matches!(choose(1, 2, 0, 132), PrimsPath::TwoShot { .. }));
+    }
+}

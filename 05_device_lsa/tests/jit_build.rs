@@ -1,0 +1,79 @@
+//! The lesson's own kernels through the jit route, on the CPU, with the real
+//! NVIDIA wheels (NVRTC and nvJitLink need no GPU): NVIDIA's kernel and the
+//! fast two-shot on nccl_device_wrapper.h's C API, and the kernels made of
+//! NCCL's primitives, compiled and linked with NCCL 2.32.3's device library
+//! into one cubin. Prints the cold and the cached build time.
+//!
+//! The wheels come from `DEVICE_BUILD_WHEELS` (filled by `.ci/jit-wheels
+//! DIR`); without it the test skips with a message, unless
+//! `DEVICE_BUILD_WHEELS_REQUIRED=1` (CI), when it fails.
+
+use std::path::PathBuf;
+
+use common::NcclVersion;
+use device_build::route::{choose, Build, Plan};
+use device_build::{jit, CacheRoot, Env};
+
+#[test]
+fn the_lessons_kernels_build_through_the_jit_route() {
+    let required = std::env::var_os("DEVICE_BUILD_WHEELS_REQUIRED").is_some_and(|v| v == "1");
+    let site = std::env::var_os("DEVICE_BUILD_WHEELS")
+        .map(PathBuf::from)
+        .filter(|d| d.join("nvidia/nccl/lib/libnccl_device.ltoir").is_file());
+    let Some(site) = site else {
+        assert!(
+            !required,
+            "DEVICE_BUILD_WHEELS holds no staged wheels, and DEVICE_BUILD_WHEELS_REQUIRED=1"
+        );
+        eprintln!("skipped: DEVICE_BUILD_WHEELS holds no staged wheels (stage them with .ci/jit-wheels DIR)");
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let cache = CacheRoot::Kept(tmp.path().join("cache"));
+    let library = site.join("nvidia/nccl/lib/libnccl.so.2");
+    // auto takes jit here: the device library, NVRTC and nvJitLink are all in
+    // the wheels, and the process has no nvcc to fall back on anyway.
+    let env = Env {
+        nvcc: Some(tmp.path().join("no-nvcc").into()),
+        ..Env::default()
+    };
+    let chosen = choose(
+        Build::Auto,
+        &env,
+        "sm_90",
+        NcclVersion::new(2, 32, 3),
+        &library,
+        &device_lsa::program(),
+    )
+    .unwrap();
+    assert!(
+        chosen.why.starts_with("auto: NCCL 2.32.3 ships "),
+        "{}",
+        chosen.why
+    );
+    let Plan::Jit(target) = &chosen.plan else {
+        panic!("auto took {}", chosen.plan.name())
+    };
+    let cold = jit::build_or_reuse(target, &cache).unwrap();
+    let cached = jit::build_or_reuse(target, &cache).unwrap();
+    assert!(cold.compiled && !cached.compiled);
+    let cubin = std::fs::read(cold.file(jit::CUBIN)).unwrap();
+    for kernel in [
+        "allreduce_lsa",
+        "allreduce_twoshot",
+        "allreduce_prims_oneshot",
+        "allreduce_prims_twoshot",
+    ] {
+        let name = format!(".text.{kernel}\0");
+        assert!(
+            cubin.windows(name.len()).any(|w| w == name.as_bytes()),
+            "the cubin has no {kernel}"
+        );
+    }
+    eprintln!(
+        "lesson 05's jit kernels (3 sources, one link): cold {:.2} s, cached {:.3} s, cubin {} bytes",
+        cold.seconds,
+        cached.seconds,
+        cubin.len()
+    );
+}
