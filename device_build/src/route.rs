@@ -161,15 +161,21 @@ pub fn choose(
     program: &Program,
 ) -> Result<Chosen> {
     let jit_why = |t: &jit::Target| {
+        let headers: Vec<String> = t
+            .cuda_include
+            .iter()
+            .map(|d| d.display().to_string())
+            .collect();
         format!(
-            "NCCL {nccl} ships {}; NVRTC {}.{} ({}) and nvJitLink {}.{} ({})",
+            "NCCL {nccl} ships {}; NVRTC {}.{} ({}), nvJitLink {}.{} ({}), CUDA headers {}",
             t.device_library.display(),
             t.nvrtc.version.0,
             t.nvrtc.version.1,
             t.nvrtc.path.display(),
             t.nvjitlink.version.0,
             t.nvjitlink.version.1,
-            t.nvjitlink.path.display()
+            t.nvjitlink.path.display(),
+            headers.join(", ")
         )
     };
     match build {

@@ -197,3 +197,37 @@ fn headers_nvrtc_rejects_name_the_release_and_the_nvcc_route() {
     assert!(cannot.reason.contains("__host__"), "{cannot}");
     assert!(cannot.fix.contains("--build nvcc"), "{}", cannot.fix);
 }
+
+#[test]
+fn an_nvjitlink_older_than_the_device_library_is_named_with_the_fix() {
+    let Some(site) = wheels() else { return };
+    // nvJitLink 13.0, the GPU machine's own: 2.32.3's LTO-IR is too new for it.
+    let old = site.join("nvjitlink-13.0/nvidia/cu13/lib/libnvJitLink.so.13");
+    let nvjitlink = jit::NvJitLink::load(&old).unwrap();
+    assert_eq!(nvjitlink.version, (13, 0));
+    let device_library = site.join("nvidia/nccl/lib/libnccl_device.ltoir");
+    let bytes = std::fs::read(&device_library).unwrap();
+    let version = jit::check_ltoir(&bytes, &device_library).unwrap();
+    let failure = nvjitlink
+        .link("sm_90", &[("libnccl_device.ltoir", &bytes)])
+        .unwrap()
+        .expect_err("nvJitLink 13.0 linked 2.32.3's device library");
+    assert_eq!(
+        failure.status,
+        jit::NVJITLINK_ERROR_OUTDATED_LIBRARY,
+        "{failure:?}"
+    );
+    let cannot = jit::link_error(&failure, nvjitlink.version, &old, &device_library, version);
+    assert!(
+        cannot
+            .reason
+            .contains("is older than the CUDA that built libnccl_device.ltoir"),
+        "{cannot}"
+    );
+    assert!(
+        cannot.fix.contains("pip install -U nvidia-nvjitlink"),
+        "{}",
+        cannot.fix
+    );
+    assert!(cannot.fix.contains("--build nvcc"), "{}", cannot.fix);
+}
