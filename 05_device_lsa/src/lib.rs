@@ -75,11 +75,18 @@ pub fn defines() -> Vec<(String, String)> {
     ]
 }
 
-/// The lesson's device code, for both routes.
-pub fn program() -> Program {
+/// The lesson's device code, for both routes. `with_prims`: the jit build
+/// also holds the NCCL-primitives kernels (the benchmark's); they are left
+/// out of the lesson's build because linking NCCL's reduce/copy loops is
+/// most of the jit route's cold build time.
+pub fn program(with_prims: bool) -> Program {
+    let mut jit_kernels = vec![KERNEL_C, FAST_C];
+    if with_prims {
+        jit_kernels.push(PRIMS);
+    }
     Program {
         nvcc_kernels: vec![KERNEL, FAST],
-        jit_kernels: vec![KERNEL_C, FAST_C, PRIMS],
+        jit_kernels,
         defines: defines(),
         wrapper_names: WRAPPER_NAMES.to_vec(),
     }
@@ -92,8 +99,9 @@ pub fn build_tool_found() -> Result<(), CannotRun> {
     route::some_route_found(&Env::from_process())
 }
 
-/// The route for `build` on this GPU and the loaded NCCL, and why.
-pub fn choose_route(build: Build, major: i32, minor: i32) -> Result<Chosen> {
+/// The route for `build` on this GPU and the loaded NCCL, and why
+/// (`with_prims`: see [`program`]).
+pub fn choose_route(build: Build, major: i32, minor: i32, with_prims: bool) -> Result<Chosen> {
     let nccl = loaded_nccl()?;
     route::choose(
         build,
@@ -101,7 +109,7 @@ pub fn choose_route(build: Build, major: i32, minor: i32) -> Result<Chosen> {
         &format!("sm_{major}{minor}"),
         nccl.version,
         &nccl.path,
-        &program(),
+        &program(with_prims),
     )
 }
 
@@ -128,7 +136,7 @@ impl Built {
     pub fn fast_cubin(&self) -> &Path {
         &self.fast
     }
-    /// The module of the NCCL-primitives kernels (jit route only).
+    /// The module of the NCCL-primitives kernels (jit route, built with them).
     pub fn prims_cubin(&self) -> Option<&Path> {
         self.prims.as_deref()
     }
@@ -177,11 +185,12 @@ pub fn build(plan: &Plan, cache: &CacheRoot) -> Result<Built> {
         Plan::Jit(target) => {
             let build = jit::build_or_reuse(target, cache)?;
             let cubin = build.file(jit::CUBIN);
+            let with_prims = target.kernels.contains(&PRIMS);
             Built {
                 route: "jit",
                 simple: cubin.clone(),
                 fast: cubin.clone(),
-                prims: Some(cubin),
+                prims: with_prims.then_some(cubin),
                 shim: None,
                 nccl: target.nccl,
                 library: target.library.clone(),

@@ -12,16 +12,23 @@
 //! one kernel (fusing an AllReduce into the layer that produces its input,
 //! say) and lets you write collectives NCCL does not have.
 //!
-//! The kernel is CUDA C++, because NCCL's device API is header-only C++ for
-//! nvcc (NVRTC cannot compile it for NCCL 2.28), and device code only runs
-//! with the NCCL release it was compiled against. So the program compiles it
-//! at run time with nvcc, against the headers of the NCCL it loaded, for this
-//! GPU, and caches the result (the `device_build` crate); a small host shim built
-//! by the same nvcc call owns every NCCL struct whose layout changes between
-//! releases (see `shim.rs`).
+//! Device code only runs with the NCCL release it was built against, so the
+//! program builds its kernels at run time, for this GPU and the NCCL it
+//! loaded, and caches them (the `device_build` crate), by one of two routes
+//! (`--build auto|nvcc|jit`):
 //!
-//! Run it (needs nvcc, the NCCL headers matching the library, and GPUs with
-//! P2P access to each other):
+//! * `nvcc`: the C++ kernels, compiled by nvcc against the loaded NCCL's
+//!   headers (any release from 2.28), with a small host shim that owns every
+//!   NCCL struct whose layout changes between releases;
+//! * `jit`: the same kernels on the C API of `nccl_device_wrapper.h`
+//!   (`kernels/*_c.cu`), compiled by NVRTC and linked by nvJitLink with
+//!   NCCL's own device library (`libnccl_device.ltoir`, NCCL 2.32.3): no
+//!   toolkit, only pip wheels, and `ncclDevCommCreate` called from Rust.
+//!
+//! `auto` takes jit when it can and says why on stderr.
+//!
+//! Run it (needs nvcc and the NCCL headers matching the library, or NCCL
+//! 2.32.3 with NVRTC and nvJitLink; and GPUs with P2P access to each other):
 //!
 //! ```text
 //! cargo run --release --bin 05_device_lsa               # one thread per visible GPU
@@ -35,7 +42,9 @@
 //! same AllReduce made as fast as the links allow (16-byte vectors, a grid
 //! sized to the GPU, a barrier-free one-shot over NCCL's LL protocol for
 //! small buffers, a two-shot for large ones; see `fast.rs` and the README's
-//! "Making it fast"). `05_allreduce_bench` measures both against NCCL.
+//! "Making it fast"). `05_allreduce_bench` measures both against NCCL. On
+//! the jit route part two is the two-shot kernel at every size: NCCL
+//! 2.32.3's wrapper has no LL API for the one-shot.
 //!
 //! Left out on purpose: multimem (NVLink SHARP) and the GPU-initiated
 //! networking (GIN) half of the device API, which needs a network.
@@ -132,7 +141,8 @@ fn device_lsa(ctx: &RankContext, args: &Args) -> Result<()> {
     // others wait, so that they find the cache filled instead of all
     // compiling at once.
     let chosen = ctx.all_ok(
-        choose_route(args.build, major, minor).context("Step 2: choose how to build the kernels"),
+        choose_route(args.build, major, minor, false)
+            .context("Step 2: choose how to build the kernels"),
     )?;
     if ctx.is_root() {
         eprintln!("note: build route: {} ({})", chosen.plan.name(), chosen.why);

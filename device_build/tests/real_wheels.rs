@@ -99,13 +99,13 @@ fn a_cubin_is_built_from_the_wheels_alone_and_then_reused() {
     let cached = jit::build_or_reuse(&target, &cache).unwrap();
     assert!(!cached.compiled);
     eprintln!(
-        "jit build with NVRTC {}.{} and nvJitLink {}.{}: cold {:.2} s, cached {:.3} s, cubin {} bytes",
+        "jit build with NVRTC {}.{} and nvJitLink {}.{}: cold {:.2} s, cached {:.2} ms, cubin {} bytes",
         target.nvrtc.version.0,
         target.nvrtc.version.1,
         target.nvjitlink.version.0,
         target.nvjitlink.version.1,
         cold.seconds,
-        cached.seconds,
+        cached.seconds * 1e3,
         cubin.len()
     );
 }

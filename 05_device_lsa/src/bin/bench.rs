@@ -199,15 +199,16 @@ fn bench(ctx: &RankContext, args: &Args) -> Result<()> {
     let stream = gpu.new_stream().context("create a stream")?;
     // The lesson's kernels on the route --build picks; the jit build as well
     // when a jit-only contender is asked for and the lesson's route is nvcc.
-    let chosen = ctx.all_ok(choose_route(args.build, major, minor).context("choose the route"))?;
+    let wants_jit = args.kernels.iter().any(|c| c.jit_only());
+    let chosen =
+        ctx.all_ok(choose_route(args.build, major, minor, wants_jit).context("choose the route"))?;
     if ctx.is_root() {
         eprintln!("note: build route: {} ({})", chosen.plan.name(), chosen.why);
     }
-    let wants_jit = args.kernels.iter().any(|c| c.jit_only());
     let jit_plan = match (&chosen.plan, wants_jit) {
         (Plan::Nvcc(_), true) => Some(
             ctx.all_ok(
-                choose_route(Build::Jit, major, minor)
+                choose_route(Build::Jit, major, minor, true)
                     .context("the jit route, for fast-jit and prims"),
             )?
             .plan,
