@@ -31,6 +31,7 @@ mod cli;
 mod error;
 pub mod fault;
 mod launch;
+mod lesson;
 #[cfg(feature = "mpi")]
 mod mpi_launch;
 pub mod nccl;
@@ -46,8 +47,9 @@ pub mod verify;
 pub use cleanup::host_name;
 pub use cli::{LaunchArgs, NoArgs, MAX_THREAD_RANKS};
 pub use error::{exit_code, CannotRun, PeerFailed, EXIT_CANNOT_RUN, EXIT_FAILED, EXIT_OK};
-pub use launch::{plural, run, run_checked, Lesson, Needs, ABANDON_AFTER};
-pub use preflight::NcclVersion;
+pub use launch::{run, run_checked};
+pub use lesson::{plural, Lesson, ABANDON_AFTER};
+pub use preflight::{NcclVersion, Needs};
 pub use rank::{leaving_on_error, RankContext};
 
 /// How this build starts its ranks: `"threads"` (default) or `"mpi"`.
