@@ -45,7 +45,7 @@ mod threads;
 pub mod verify;
 
 pub use cleanup::host_name;
-pub use cli::{LaunchArgs, NoArgs, MAX_THREAD_RANKS};
+pub use cli::{parse_size, LaunchArgs, NoArgs, MAX_THREAD_RANKS};
 pub use error::{exit_code, CannotRun, PeerFailed, EXIT_CANNOT_RUN, EXIT_FAILED, EXIT_OK};
 pub use launch::{run, run_checked};
 pub use lesson::{plural, Lesson, ABANDON_AFTER};

@@ -28,9 +28,9 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use common::bench::allreduce::{self, nccl_allreduce, run_series, Buffers};
-use common::bench::{parse_size, Placement, SweepArgs};
+use common::bench::{Placement, SweepArgs};
 use common::setup;
-use common::{CannotRun, Lesson, NcclVersion, Needs, RankContext};
+use common::{parse_size, CannotRun, Lesson, NcclVersion, Needs, RankContext};
 use cudarc::driver::{sys as cu_sys, CudaContext};
 use device_lsa::fast::{self, FastKernels, FastOptions, Path};
 use device_lsa::kernel_build::{self, build_or_reuse, cache_root, Env};

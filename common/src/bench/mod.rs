@@ -32,7 +32,7 @@ use anyhow::{ensure, Context, Result};
 use cudarc::driver::{sys as cu_sys, CudaStream};
 use serde::{Deserialize, Serialize};
 
-use crate::{CannotRun, RankContext};
+use crate::{parse_size, CannotRun, RankContext};
 
 /// The collectives nccl-tests measures, for their bus-bandwidth factor.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -132,25 +132,6 @@ pub fn sweep_sizes(min: usize, max: usize, factor: usize, elem_bytes: usize) -> 
         }
     }
     sizes
-}
-
-/// `4096`, `4K`, `256M`, `1G`: a size in bytes, suffixes in powers of 1024.
-pub fn parse_size(text: &str) -> Result<usize, String> {
-    let text = text.trim();
-    let (digits, unit) = match text.char_indices().last() {
-        Some((at, 'K' | 'k')) => (&text[..at], 1usize << 10),
-        Some((at, 'M' | 'm')) => (&text[..at], 1 << 20),
-        Some((at, 'G' | 'g')) => (&text[..at], 1 << 30),
-        _ => (text, 1),
-    };
-    let n: usize = digits
-        .parse()
-        .map_err(|_| format!("'{text}' is not a size such as 4096, 64K or 256M"))?;
-    match n.checked_mul(unit) {
-        Some(0) => Err("a size must be at least 1 byte".into()),
-        Some(bytes) => Ok(bytes),
-        None => Err(format!("'{text}' is too large")),
-    }
 }
 
 /// `1K`, `4M`, `256M`: sizes as nccl-tests' `-b/-e` options write them.
@@ -389,17 +370,6 @@ mod tests {
         let s = Sample::new(128 << 20, 470e-6, 1.0, 0);
         assert!((s.busbw - 285.6).abs() < 0.1, "{s:?}");
         assert_eq!(s.time_us, 470.0);
-    }
-
-    #[test]
-    fn sizes_parse_with_binary_suffixes() {
-        assert_eq!(parse_size("8"), Ok(8));
-        assert_eq!(parse_size("1K"), Ok(1024));
-        assert_eq!(parse_size("256M"), Ok(256 << 20));
-        assert_eq!(parse_size("1g"), Ok(1 << 30));
-        assert!(parse_size("0").unwrap_err().contains("at least 1 byte"));
-        assert!(parse_size("lots").unwrap_err().contains("not a size"));
-        assert!(parse_size("99999999999999999999G").is_err());
     }
 
     #[test]
