@@ -6,9 +6,9 @@
 
 use std::time::Duration;
 
-use common::testing::{gpu_ranks, run_with_timeout, stopped_by_ctrl_c, Disturb};
+use testkit::{gpu_ranks, run_with_timeout, stopped_by_ctrl_c, Disturb};
 
-common::lesson_tests!("05_device_lsa");
+testkit::lesson_tests!("05_device_lsa");
 
 /// Runs the lesson on the test's GPUs with extra environment; returns (exit code, stdout, stderr).
 fn run_with_env(vars: &[(&str, &std::path::Path)]) -> (Option<i32>, String, String) {
@@ -102,7 +102,7 @@ fn the_fast_kernel_verifies() {
     }
 }
 
-fn bench() -> common::testing::LessonUnderTest {
+fn bench() -> testkit::LessonUnderTest {
     lesson().sibling(
         "05_allreduce_bench",
         env!("CARGO_BIN_EXE_05_allreduce_bench"),

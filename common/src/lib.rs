@@ -39,7 +39,6 @@ pub mod preflight;
 mod rank;
 pub mod setup;
 mod signals;
-pub mod testing;
 #[cfg(not(feature = "mpi"))]
 mod threads;
 pub mod verify;
