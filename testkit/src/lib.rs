@@ -847,7 +847,7 @@ impl LessonUnderTest {
         args: &[&str],
         series: usize,
         rows: usize,
-    ) -> common::bench::report::Report {
+    ) -> bench::report::Report {
         // A private directory (tempfile creates it 0700 with a random name).
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("a temporary directory: {e}"));
         let json = dir.path().join(format!("{}.json", self.name));
@@ -855,7 +855,7 @@ impl LessonUnderTest {
         let mut all: Vec<&str> = args.to_vec();
         all.extend(["--json", &json_arg]);
         let (stdout, stderr) = self.run_to_success(ranks, &all);
-        let report = common::bench::report::Report::read_json(&json)
+        let report = bench::report::Report::read_json(&json)
             .unwrap_or_else(|e| panic!("{}: {e:#}\n{stdout}", self.name));
         assert_eq!(report.machine.ranks, ranks);
         assert_eq!(report.series.len(), series, "{stdout}");

@@ -11,7 +11,7 @@
 //!   GPU pair P2P-connected).
 //!
 //! Every size is timed out of place and in place and then checked element
-//! by element (see `common::bench::allreduce`); a wrong element exits 1.
+//! by element (see `bench::allreduce`); a wrong element exits 1.
 //! The table follows nccl-tests' layout, so it can be laid beside
 //! `all_reduce_perf -R 0/1/2`.
 //!
@@ -24,10 +24,8 @@
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
-use common::bench::allreduce::{self, nccl_allreduce, run_series, Buffers};
-use common::bench::{
-    registration_about, with_registration, Placement, RegistrationArgs, SweepArgs,
-};
+use bench::allreduce::{self, nccl_allreduce, run_series, Buffers};
+use bench::{registration_about, with_registration, Placement, RegistrationArgs, SweepArgs};
 use common::setup;
 use common::{Lesson, NcclVersion, Needs, RankContext};
 use cudarc::driver::CudaContext;
@@ -61,7 +59,7 @@ fn bench(ctx: &RankContext, args: &Args) -> Result<()> {
     let gpu = CudaContext::new(ctx.device()).context("bind the GPU")?;
     let stream = gpu.new_stream().context("create a stream")?;
     let comm = setup::communicator(ctx).context("create the communicator")?;
-    common::bench::check_free_memory(ctx, 2 * largest)?;
+    bench::check_free_memory(ctx, 2 * largest)?;
     let send = setup::buffer(largest).context("allocate the send buffer")?;
     let recv = setup::buffer(largest).context("allocate the receive buffer")?;
     let buffers = Buffers::whole(&send, &recv);
@@ -86,7 +84,7 @@ fn bench(ctx: &RankContext, args: &Args) -> Result<()> {
         }
     };
 
-    let progress = common::bench::progress(
+    let progress = bench::progress(
         ctx,
         sizes.len() * args.registration.modes.len(),
         "02_allreduce_bench",

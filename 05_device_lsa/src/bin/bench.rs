@@ -14,7 +14,7 @@
 //! The steps from `simple` to `fast` are the rows of the README's "Making
 //! it fast". Each size is timed out of place and in place, on fresh random
 //! data, and checked element by element after timing (see
-//! `common::bench::allreduce`); a wrong element exits 1. `--send-offset` and
+//! `bench::allreduce`); a wrong element exits 1. `--send-offset` and
 //! `--recv-offset` place the data that many bytes into the windows, to check
 //! the unaligned paths.
 //!
@@ -27,8 +27,8 @@
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
-use common::bench::allreduce::{self, nccl_allreduce, run_series, Buffers};
-use common::bench::{Placement, SweepArgs};
+use bench::allreduce::{self, nccl_allreduce, run_series, Buffers};
+use bench::{Placement, SweepArgs};
 use common::setup;
 use common::{parse_size, CannotRun, Lesson, NcclVersion, Needs, RankContext};
 use cudarc::driver::{sys as cu_sys, CudaContext};
@@ -168,7 +168,7 @@ fn bench(ctx: &RankContext, args: &Args) -> Result<()> {
     let comm = setup::communicator(ctx).context("create the communicator")?;
 
     let window_bytes = largest + args.send_offset.max(args.recv_offset);
-    common::bench::check_free_memory(ctx, 2 * window_bytes)?;
+    bench::check_free_memory(ctx, 2 * window_bytes)?;
     let send = setup::buffer(window_bytes).context("allocate the send buffer")?;
     let recv = setup::buffer(window_bytes).context("allocate the receive buffer")?;
     let send_window = setup::window(&comm, &send).context("register the send window")?;
@@ -194,7 +194,7 @@ fn bench(ctx: &RankContext, args: &Args) -> Result<()> {
         send_offset: args.send_offset,
         recv_offset: args.recv_offset,
     };
-    let progress = common::bench::progress(ctx, sizes.len() * args.kernels.len(), BENCH.name);
+    let progress = bench::progress(ctx, sizes.len() * args.kernels.len(), BENCH.name);
     let mut series = Vec::new();
     for &contender in &args.kernels {
         let op = |placement: Placement, count: usize, shift: usize| -> Result<()> {

@@ -8,7 +8,7 @@ use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
 use super::{size_label, Collective, Sample, SweepArgs};
-use crate::RankContext;
+use common::RankContext;
 
 /// One size of one series: out of place, and in place where the operation has one.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -52,16 +52,16 @@ impl Machine {
         ctx: &RankContext,
         gpu: &std::sync::Arc<cudarc::driver::CudaContext>,
     ) -> Result<Self> {
-        let nccl = crate::nccl::loaded_nccl()?;
+        let nccl = common::nccl::loaded_nccl()?;
         let driver =
-            crate::preflight::probe_driver().map_err(|e| anyhow::anyhow!("{}", e.reason))?;
+            common::preflight::probe_driver().map_err(|e| anyhow::anyhow!("{}", e.reason))?;
         Ok(Self {
             device: gpu.name().context("cuDeviceGetName")?,
             driver: driver.version_text(),
             nccl_version: nccl.version.to_string(),
             nccl_path: nccl.path.display().to_string(),
             ranks: ctx.size(),
-            launch: crate::launch_mode().into(),
+            launch: common::launch_mode().into(),
             host: host_name(),
             date: utc_now(),
         })

@@ -21,6 +21,10 @@
 //! [`report`] prints the table and writes `--json` and `--svg`;
 //! [`allreduce`] holds the AllReduce data, check and sweep that the 02 and
 //! 05 benchmarks share.
+//!
+//! Only the `*_bench` binaries (`02_allreduce_bench`, `03_alltoallv_bench`,
+//! `05_allreduce_bench`) and `examples/replot.rs` use this crate; the lessons
+//! verify and do not time, and need only `common`.
 
 pub mod allreduce;
 pub mod report;
@@ -32,7 +36,7 @@ use anyhow::{ensure, Context, Result};
 use cudarc::driver::{sys as cu_sys, CudaStream};
 use serde::{Deserialize, Serialize};
 
-use crate::{parse_size, CannotRun, RankContext};
+use common::{parse_size, CannotRun, RankContext};
 
 /// The collectives nccl-tests measures, for their bus-bandwidth factor.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -231,15 +235,15 @@ pub struct RegistrationArgs {
 /// symmetric windows (lesson 02).
 pub fn with_registration<T>(
     mode: u8,
-    comm: &crate::nccl::Communicator,
-    buffers: [&crate::nccl::NcclBuffer; 2],
+    comm: &common::nccl::Communicator,
+    buffers: [&common::nccl::NcclBuffer; 2],
     timed: impl FnOnce() -> Result<T>,
 ) -> Result<T> {
     match mode {
         0 => timed(),
         1 => {
             let registrations = buffers.map(|buffer| {
-                crate::setup::register(comm, buffer).context("-R 1: ncclCommRegister")
+                common::setup::register(comm, buffer).context("-R 1: ncclCommRegister")
             });
             let [send, recv] = registrations;
             let (send, recv) = (send?, recv?);
@@ -250,7 +254,7 @@ pub fn with_registration<T>(
         }
         _ => {
             let windows = buffers.map(|buffer| {
-                crate::setup::window(comm, buffer).context("-R 2: ncclCommWindowRegister")
+                common::setup::window(comm, buffer).context("-R 2: ncclCommWindowRegister")
             });
             let [send, recv] = windows;
             let (send, recv) = (send?, recv?);

@@ -24,9 +24,9 @@ use rayon::prelude::*;
 
 use super::report::{Row, Series};
 use super::{across_ranks, sum_over_ranks, time_trials, Collective, Placement, Sample, SweepArgs};
-use crate::nccl::NcclBuffer;
-use crate::verify::check_all;
-use crate::RankContext;
+use common::nccl::NcclBuffer;
+use common::verify::check_all;
+use common::RankContext;
 
 /// A NaN, written over the output before it is computed: it equals nothing,
 /// so an element the operation did not write cannot pass the check.
@@ -216,10 +216,10 @@ pub unsafe fn nccl_allreduce(
     input: *const std::ffi::c_void,
     output: *mut std::ffi::c_void,
     count: usize,
-    comm: &crate::nccl::Communicator,
+    comm: &common::nccl::Communicator,
     stream: &CudaStream,
 ) -> Result<()> {
-    use crate::nccl::{nccl_stream, sys, NcclCheck};
+    use common::nccl::{nccl_stream, sys, NcclCheck};
     sys::ncclAllReduce(
         input,
         output,
