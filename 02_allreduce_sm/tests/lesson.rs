@@ -85,6 +85,21 @@ fn benchmark_runs_and_finds_no_wrong_element() {
     assert_eq!(report.series[2].name, "-R 2");
 }
 
+/// The stress mode on ncclAllReduce in the three registration modes: 2,000
+/// back-to-back operations per size and placement, each in its own region
+/// and checked, with the ranks skewed by up to 20 µs before each launch.
+#[test]
+#[ignore = "needs 2 GPUs"]
+fn stress_finds_no_wrong_element_in_any_registration_mode() {
+    let bench = lesson().sibling(
+        "02_allreduce_bench",
+        env!("CARGO_BIN_EXE_02_allreduce_bench"),
+    );
+    // 8 B, 256 B, 8 KiB and 256 KiB (LL) up to 4 MiB.
+    let args = ["--stress", "2000", "-b", "8", "-e", "4M", "-f", "32"];
+    bench.assert_stress_clean(testkit::gpu_ranks(), &args, 2000, 3 * 4);
+}
+
 #[test]
 fn benchmark_refuses_min_above_max() {
     let bench = lesson().sibling(
@@ -103,6 +118,19 @@ fn benchmark_refuses_min_above_max() {
         stderr.contains("--min-bytes 1048576 is larger than --max-bytes 1024"),
         "{stderr}"
     );
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
+#[test]
+fn benchmark_refuses_a_stress_run_of_no_operation() {
+    let bench = lesson().sibling(
+        "02_allreduce_bench",
+        env!("CARGO_BIN_EXE_02_allreduce_bench"),
+    );
+    let out = bench.run(1, &["--stress", "0"], std::time::Duration::from_secs(60));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("--stress"), "{stderr}");
     assert!(!stderr.contains("panicked"), "{stderr}");
 }
 

@@ -119,6 +119,38 @@ fn benchmark_runs_and_finds_no_wrong_element() {
     bench().assert_benchmark_clean(gpu_ranks(), &args, 3, 7);
 }
 
+/// The stress mode on every kernel and on ncclAllReduce: 2,000 back-to-back
+/// operations per size and placement, each in its own region and checked,
+/// with the ranks skewed by up to 20 µs before each launch. The sizes reach
+/// both of the fast kernel's paths: one-shot (4 KiB, 128 KiB) and two-shot
+/// (4 MiB); `oneshot` alone carries at most 1 MiB.
+#[test]
+#[ignore = "needs 2 GPUs"]
+fn stress_finds_no_wrong_element_in_any_kernel() {
+    let sizes = ["-b", "4K", "-e", "4M", "-f", "32"];
+    let mut args = vec![
+        "--stress",
+        "2000",
+        "--kernels",
+        "nccl,simple,vec16,twoshot,fast",
+    ];
+    args.extend(sizes);
+    bench().assert_stress_clean(gpu_ranks(), &args, 2000, 5 * 3);
+    let oneshot = [
+        "--stress",
+        "2000",
+        "--kernels",
+        "oneshot",
+        "-b",
+        "8",
+        "-e",
+        "1M",
+        "-f",
+        "128",
+    ];
+    bench().assert_stress_clean(gpu_ranks(), &oneshot, 2000, 3);
+}
+
 /// Fresh random data, poisoned output, in place and out of place, for every
 /// kernel at the sizes and offsets where vector code goes wrong: one float,
 /// counts that are no multiple of 4 or of the block, and offsets that

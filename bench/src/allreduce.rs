@@ -3,36 +3,46 @@
 //! `05_allreduce_bench`.
 //!
 //! Data: rank `r`'s element `i` is a pseudo-random integer in [-1024, 1023]
-//! drawn from a seed that rank 0 picks afresh for every size and series and
+//! drawn from a seed that rank 0 picks afresh for every trial and
 //! broadcasts. Integers that small add up exactly in float32 for any number
-//! of ranks a node has, so the expected sum is exact and every rank computes
-//! it on its own (in f64) from the seed, without seeing the others' data.
-//! Never a constant: a kernel that reads the wrong peer, the wrong offset or
-//! a stale buffer gets a different sum.
+//! of ranks a node has, so the expected sum is exact and every rank checks
+//! it on its own from the seed, without seeing the others' data. Never a
+//! constant: a kernel that reads the wrong peer, the wrong offset or a stale
+//! buffer gets a different sum. The GPU draws and checks the data
+//! ([`crate::data`]); [`value`] is the same function on the host.
 //!
-//! Check: after the timed operations, the input is written again at the
-//! start of the buffers, the output is poisoned with NaN (out of place), and
-//! one more operation, launched straight after the timed ones, is checked
-//! element by element.
+//! What is checked is what was timed. A trial is one untimed operation that
+//! lines the ranks up, then `iters` timed ones; each of the `iters + 1` has
+//! its own region of the input, filled for that trial, and its own region of
+//! the output, poisoned with NaN before the trial (in place, the input is
+//! the output). After the trial every region is checked on every rank. A
+//! race between back-to-back operations (launch k+1 writing a peer's buffer
+//! while the peer still reads launch k) leaves a wrong element behind.
+//!
+//! `--stress N` ([`StressArgs`]) looks for such races on purpose: N
+//! back-to-back operations, each in its own region and checked, with the
+//! ranks skewed by a spin kernel of random length before each launch.
 
+use std::cell::Cell;
 use std::hash::{BuildHasher, Hasher};
 use std::sync::Arc;
 
-use anyhow::{Context, Result};
-use cudarc::driver::{result as cu, sys as cu_sys, CudaStream};
+use anyhow::{ensure, Context, Result};
+use common::nccl::NcclBuffer;
+use common::RankContext;
+use cudarc::driver::{result as cu, CudaStream};
 use rayon::prelude::*;
 
-use super::report::{Row, Series};
-use super::{across_ranks, sum_over_ranks, time_trials, Collective, Placement, Sample, SweepArgs};
-use common::nccl::NcclBuffer;
-use common::verify::check_all;
-use common::RankContext;
-
-/// A NaN, written over the output before it is computed: it equals nothing,
-/// so an element the operation did not write cannot pass the check.
-pub const POISON: u32 = 0x7fc0_0bad;
+use crate::data::DataKernels;
+pub use crate::data::POISON;
+use crate::report::{Row, Series};
+use crate::{
+    across_ranks, size_label, sum_over_ranks, time_checked, Collective, Placement, Sample,
+    SweepArgs,
+};
 
 /// Element `index` of rank `rank`'s input for `seed`: an integer in [-1024, 1023].
+/// The same function as `value` in `kernels/data.cu`.
 pub fn value(seed: u64, rank: usize, index: usize) -> f32 {
     let mixed = splitmix64(seed ^ (rank as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ index as u64);
     (mixed % 2048) as f32 - 1024.0
@@ -54,15 +64,18 @@ pub fn input(seed: u64, rank: usize, count: usize) -> Vec<f32> {
         .collect()
 }
 
-/// The sum over `ranks` ranks of every element, added in f64 (exact here).
+/// Element `index` of the sum over `ranks` ranks, added in f64 (exact here).
+pub fn expected_at(seed: u64, ranks: usize, index: usize) -> f32 {
+    (0..ranks)
+        .map(|r| f64::from(value(seed, r, index)))
+        .sum::<f64>() as f32
+}
+
+/// The sum over `ranks` ranks of every element.
 pub fn expected(seed: u64, ranks: usize, count: usize) -> Vec<f32> {
     (0..count)
         .into_par_iter()
-        .map(|i| {
-            (0..ranks)
-                .map(|r| f64::from(value(seed, r, i)))
-                .sum::<f64>() as f32
-        })
+        .map(|i| expected_at(seed, ranks, i))
         .collect()
 }
 
@@ -80,9 +93,37 @@ pub fn fresh_seed(ctx: &RankContext) -> Result<u64> {
     Ok(u64::from_le_bytes(seed))
 }
 
+/// The options of the stress run, which replaces the timed sweep.
+#[derive(clap::Args, Debug, Clone, PartialEq, Eq)]
+pub struct StressArgs {
+    /// Instead of timing: N back-to-back operations per size and placement,
+    /// the ranks skewed on purpose, every operation checked.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub stress: Option<u32>,
+    /// In the stress run, before each operation each rank spins on the GPU
+    /// for a random 0 to US µs, half the time.
+    #[arg(long, value_name = "US", default_value_t = 20)]
+    pub max_skew_us: u32,
+}
+
+/// The most bytes a stress run's buffers hold beyond what the sweep needs:
+/// a batch of back-to-back operations is as long as the buffers allow.
+const STRESS_BUFFER_BYTES: usize = 1 << 30;
+
+/// Bytes each of the send and receive buffers must hold past their offsets
+/// for a sweep whose largest size is `largest`: one region for every
+/// operation of a trial (the untimed one and `iters` timed ones), and for a
+/// stress run, room for up to its whole count of operations, within 1 GiB.
+pub fn buffer_bytes(args: &SweepArgs, stress: &StressArgs, largest: usize) -> usize {
+    let sweep = largest.saturating_mul(args.iters as usize + 1);
+    let ops = stress.stress.unwrap_or(0) as usize;
+    let batch = ops.min((STRESS_BUFFER_BYTES / largest.max(1)).max(1));
+    sweep.max(largest.saturating_mul(batch))
+}
+
 /// The buffers every contender runs on: the data starts `send_offset` and
-/// `recv_offset` bytes into `send` and `recv`, which hold the largest size
-/// of the sweep past those offsets. In place uses `recv` alone.
+/// `recv_offset` bytes into `send` and `recv`, which hold
+/// [`buffer_bytes`] past those offsets. In place uses `recv` alone.
 pub struct Buffers<'a> {
     pub send: &'a NcclBuffer,
     pub recv: &'a NcclBuffer,
@@ -108,101 +149,334 @@ impl Buffers<'_> {
         send.min(recv) / 4 * 4
     }
 
-    fn send_at(&self) -> u64 {
-        self.send.as_ptr() as u64 + self.send_offset as u64
-    }
-
-    fn recv_at(&self) -> u64 {
-        self.recv.as_ptr() as u64 + self.recv_offset as u64
+    /// Device addresses of the input and the output of `placement`.
+    fn at(&self, placement: Placement) -> (u64, u64) {
+        let recv = self.recv.as_ptr() as u64 + self.recv_offset as u64;
+        match placement {
+            Placement::OutOfPlace => (self.send.as_ptr() as u64 + self.send_offset as u64, recv),
+            Placement::InPlace => (recv, recv),
+        }
     }
 }
 
-/// Times one contender over every size of `sizes` (bytes), out of place and
-/// in place, and checks every element. `op(placement, count, shift)`
-/// enqueues one AllReduce of `count` floats on `stream`, `shift` bytes past
-/// the buffers' offsets: from `send` into `recv`, or in `recv` itself.
-/// Collective: every rank calls it with the same arguments.
-///
-/// Timed operation `i` uses the region `i mod (capacity / size)` of the
-/// buffers, as nccl-tests does: a size that fits in L2 many times over is
-/// otherwise timed from the cache. Every region holds random data. The
-/// check is one more operation at shift 0, on fresh data, into a poisoned
-/// output.
-#[allow(clippy::too_many_arguments)]
-pub fn run_series(
-    ctx: &RankContext,
-    args: &SweepArgs,
-    stream: &Arc<CudaStream>,
-    buffers: &Buffers,
-    sizes: &[usize],
-    (name, about): (&str, &str),
-    progress: &indicatif::ProgressBar,
-    mut op: impl FnMut(Placement, usize, usize) -> Result<()>,
-) -> Result<Series> {
-    let factor = Collective::AllReduce.bus_factor(ctx.size());
-    let capacity = buffers.capacity();
-    // Random data in every region that the rotation reaches.
-    let filler = input(fresh_seed(ctx)?, ctx.rank(), capacity / 4);
-    upload(buffers.send_at(), &filler, stream)?;
-    upload(buffers.recv_at(), &filler, stream)?;
-    drop(filler);
-    let mut rows = Vec::with_capacity(sizes.len());
-    for &bytes in sizes {
-        progress.set_message(format!("{name} {}", super::size_label(bytes)));
-        let count = bytes / std::mem::size_of::<f32>();
-        let regions = (capacity / bytes).max(1);
-        let shift = |i: usize| bytes * (i % regions);
-        let seed = fresh_seed(ctx)?;
-        let data = input(seed, ctx.rank(), count);
-        let sum = expected(seed, ctx.size(), count);
-        let what = |placement: Placement| format!("{name}, {bytes} B, {placement:?}");
+/// One AllReduce benchmark on one rank: its buffers, its sizes and the data
+/// kernels. Every method is collective: every rank calls it with the same
+/// arguments.
+pub struct Sweep<'a> {
+    ctx: &'a RankContext<'a>,
+    args: &'a SweepArgs,
+    stream: &'a Arc<CudaStream>,
+    buffers: Buffers<'a>,
+    sizes: &'a [usize],
+    data: DataKernels,
+}
 
-        let mut placements = [None, None];
-        for (slot, placement) in [Placement::OutOfPlace, Placement::InPlace]
-            .into_iter()
-            .enumerate()
-        {
-            let seconds = time_trials(ctx, stream, args, |i| op(placement, count, shift(i)))
-                .with_context(|| what(placement))?;
-            // The check: fresh input at shift 0, poisoned output (in place,
-            // the input is the output), one operation.
-            let target = match placement {
-                Placement::OutOfPlace => {
-                    upload(buffers.send_at(), &data, stream)?;
-                    poison(buffers.recv_at(), count, stream)?;
-                    buffers.recv_at()
-                }
-                Placement::InPlace => {
-                    upload(buffers.recv_at(), &data, stream)?;
-                    buffers.recv_at()
-                }
-            };
-            ctx.barrier()?;
-            op(placement, count, 0).with_context(|| what(placement))?;
-            let wrong = wrong_elements(ctx, target, &sum, stream, &what(placement))?;
-            placements[slot] = Some(Sample::new(
-                bytes,
-                across_ranks(ctx, seconds, args.slowest)?,
-                factor,
-                sum_over_ranks(ctx, wrong)?,
-            ));
-        }
-        let [Some(out_of_place), in_place] = placements else {
-            unreachable!("both placements were timed")
+impl<'a> Sweep<'a> {
+    /// Loads the data kernels into the rank's GPU and checks that the check
+    /// can fail (see [`DataKernels::load`]).
+    pub fn new(
+        ctx: &'a RankContext<'a>,
+        args: &'a SweepArgs,
+        stream: &'a Arc<CudaStream>,
+        buffers: Buffers<'a>,
+        sizes: &'a [usize],
+    ) -> Result<Self> {
+        let largest = sizes.last().copied().unwrap_or(0);
+        let needed = largest.saturating_mul(args.iters as usize + 1);
+        ensure!(
+            buffers.capacity() >= needed,
+            "the buffers hold {} bytes past their offsets; the sweep needs {needed} (see buffer_bytes)",
+            buffers.capacity(),
+        );
+        let sweep = Self {
+            ctx,
+            args,
+            stream,
+            buffers,
+            sizes,
+            data: DataKernels::load()?,
         };
-        rows.push(Row {
-            bytes,
-            count,
-            out_of_place,
-            in_place,
-        });
-        progress.inc(1);
+        sweep
+            .self_test()
+            .context("the benchmark's data kernels (data.ptx) fail their self-test")?;
+        Ok(sweep)
     }
-    Ok(Series {
-        name: name.into(),
-        about: about.into(),
-        rows,
+
+    /// Before anything is timed: the GPU draws the host's data, the check
+    /// passes on correct data, and it fails, at the right element, on one
+    /// poisoned element. A check that cannot fail would prove nothing.
+    fn self_test(&self) -> Result<()> {
+        let (_, at) = self.buffers.at(Placement::InPlace);
+        let count = (self.buffers.capacity() / 4).min(1024);
+        ensure!(count >= 2, "the buffers hold fewer than 2 floats");
+        let seed = 0x5eed;
+        self.data.fill(at, count, seed, 0, self.stream)?;
+        let mut drawn = vec![0f32; count];
+        // SAFETY: `at` holds `count` floats; the copy is synchronous.
+        unsafe { cu::memcpy_dtoh_async(&mut drawn[..], at, self.stream.cu_stream()) }
+            .context("cuMemcpyDtoHAsync")?;
+        self.stream.synchronize().context("wait for the copy")?;
+        ensure!(
+            drawn == input(seed, 0, count),
+            "the GPU's data differ from the host's value()"
+        );
+        let clean = self.data.check(at, count, seed, 1, self.stream)?;
+        ensure!(
+            clean.wrong == 0,
+            "the check finds {} wrong elements in correct data",
+            clean.wrong
+        );
+        self.data
+            .poison(at + 4 * (count as u64 - 1), 1, self.stream)?;
+        let poisoned = self.data.check(at, count, seed, 1, self.stream)?;
+        ensure!(
+            poisoned.wrong == 1 && poisoned.first == Some(count as u64 - 1),
+            "the check misses a poisoned element: {poisoned:?}"
+        );
+        Ok(())
+    }
+
+    /// Times one contender over every size, out of place and in place, and
+    /// checks every operation it timed. `op(placement, count, shift)`
+    /// enqueues one AllReduce of `count` floats on the stream, `shift` bytes
+    /// past the buffers' offsets: from `send` into `recv`, or in `recv`.
+    pub fn series(
+        &self,
+        (name, about): (&str, &str),
+        progress: &indicatif::ProgressBar,
+        mut op: impl FnMut(Placement, usize, usize) -> Result<()>,
+    ) -> Result<Series> {
+        let (ctx, stream) = (self.ctx, self.stream);
+        let factor = Collective::AllReduce.bus_factor(ctx.size());
+        let slots = self.args.iters as usize + 1;
+        let mut rows = Vec::with_capacity(self.sizes.len());
+        for &bytes in self.sizes {
+            progress.set_message(format!("{name} {}", size_label(bytes)));
+            let count = bytes / std::mem::size_of::<f32>();
+            let what = |placement: Placement| format!("{name}, {bytes} B, {placement:?}");
+            let mut placements = [None, None];
+            for (slot, placement) in [Placement::OutOfPlace, Placement::InPlace]
+                .into_iter()
+                .enumerate()
+            {
+                let seed = Cell::new(0);
+                let (seconds, wrong) = time_checked(
+                    ctx,
+                    stream,
+                    self.args,
+                    || {
+                        seed.set(fresh_seed(ctx)?);
+                        self.prepare(placement, slots * count, seed.get())
+                    },
+                    |i| op(placement, count, bytes * (i % slots)),
+                    || self.check(placement, count, slots, seed.get(), &what(placement)),
+                )
+                .with_context(|| what(placement))?;
+                placements[slot] = Some(Sample::new(
+                    bytes,
+                    across_ranks(ctx, seconds, self.args.slowest)?,
+                    factor,
+                    sum_over_ranks(ctx, wrong)?,
+                ));
+            }
+            let [Some(out_of_place), in_place] = placements else {
+                unreachable!("both placements were timed")
+            };
+            rows.push(Row {
+                bytes,
+                count,
+                out_of_place,
+                in_place,
+            });
+            progress.inc(1);
+        }
+        Ok(Series {
+            name: name.into(),
+            about: about.into(),
+            rows,
+        })
+    }
+
+    /// The stress run of one contender: `stress.stress` operations per size
+    /// and placement, back to back in batches of as many as the buffers
+    /// hold, each in its own region; before each launch, each rank spins on
+    /// the GPU for a random time half the time. Every operation is checked.
+    pub fn stress(
+        &self,
+        stress: &StressArgs,
+        name: &str,
+        mut op: impl FnMut(Placement, usize, usize) -> Result<()>,
+    ) -> Result<StressSeries> {
+        let (ctx, stream) = (self.ctx, self.stream);
+        let ops = stress.stress.unwrap_or(0) as usize;
+        let max_skew_ns = u64::from(stress.max_skew_us) * 1000;
+        let mut rows = Vec::with_capacity(self.sizes.len());
+        for &bytes in self.sizes {
+            let count = bytes / std::mem::size_of::<f32>();
+            let regions = (self.buffers.capacity() / bytes).max(1);
+            let mut wrong = [0u64; 2];
+            for (slot, placement) in [Placement::OutOfPlace, Placement::InPlace]
+                .into_iter()
+                .enumerate()
+            {
+                let what = format!("stress, {name}, {bytes} B, {placement:?}");
+                let mut done = 0;
+                while done < ops {
+                    let batch = regions.min(ops - done);
+                    let seed = fresh_seed(ctx)?;
+                    self.prepare(placement, batch * count, seed)?;
+                    ctx.barrier()?;
+                    for k in 0..batch {
+                        let skew = skew_ns(seed, ctx.rank(), k, max_skew_ns);
+                        if skew > 0 {
+                            self.data.spin(skew, stream)?;
+                        }
+                        op(placement, count, bytes * k).with_context(|| what.clone())?;
+                    }
+                    wrong[slot] += self.check(placement, count, batch, seed, &what)?;
+                    done += batch;
+                }
+                wrong[slot] = sum_over_ranks(ctx, wrong[slot])?;
+            }
+            rows.push(StressRow {
+                bytes,
+                ops,
+                out_of_place_wrong: wrong[0],
+                in_place_wrong: wrong[1],
+            });
+        }
+        Ok(StressSeries {
+            name: name.into(),
+            rows,
+        })
+    }
+
+    /// Fresh input over `count` floats of the placement's input, and (out of
+    /// place) NaN over as many of its output.
+    fn prepare(&self, placement: Placement, count: usize, seed: u64) -> Result<()> {
+        let (input, output) = self.buffers.at(placement);
+        self.data
+            .fill(input, count, seed, self.ctx.rank(), self.stream)?;
+        if placement == Placement::OutOfPlace {
+            self.data.poison(output, count, self.stream)?;
+        }
+        Ok(())
+    }
+
+    /// Checks the outputs of `operations` operations of `count` floats each,
+    /// laid one after the other; the first wrong element is reported on
+    /// stderr with the rank, the operation and the element.
+    fn check(
+        &self,
+        placement: Placement,
+        count: usize,
+        operations: usize,
+        seed: u64,
+        what: &str,
+    ) -> Result<u64> {
+        let (_, output) = self.buffers.at(placement);
+        let ranks = self.ctx.size();
+        let checked = self
+            .data
+            .check(output, operations * count, seed, ranks, self.stream)?;
+        if let Some(first) = checked.first {
+            let mut got = [0f32];
+            // SAFETY: `first` is inside the region just checked.
+            unsafe { cu::memcpy_dtoh_sync(&mut got[..], output + first * 4) }
+                .context("cuMemcpyDtoH (the first wrong element)")?;
+            let index = first as usize;
+            eprintln!(
+                "{}wrong result: {what}: operation {} of {operations}, element {} of {count}: expected {}, got {} ({} of {} elements wrong)",
+                self.ctx.prefix(),
+                index / count.max(1),
+                index % count.max(1),
+                expected_at(seed, ranks, index),
+                got[0],
+                checked.wrong,
+                operations * count,
+            );
+        }
+        Ok(checked.wrong)
+    }
+}
+
+/// How long rank `rank` spins before operation `k` of a stress batch: zero
+/// half the time, else up to `max_ns`, from the batch's seed.
+pub fn skew_ns(seed: u64, rank: usize, k: usize, max_ns: u64) -> u64 {
+    let h = splitmix64(seed ^ (rank as u64).wrapping_mul(0xd1b5_4a32_d192_ed03) ^ (k as u64) << 20);
+    if max_ns == 0 || h & 1 == 0 {
+        0
+    } else {
+        (h >> 1) % (max_ns + 1)
+    }
+}
+
+/// One size of a stress run: wrong elements summed over ranks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StressRow {
+    pub bytes: usize,
+    pub ops: usize,
+    pub out_of_place_wrong: u64,
+    pub in_place_wrong: u64,
+}
+
+/// A stress run of one contender.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StressSeries {
+    pub name: String,
+    pub rows: Vec<StressRow>,
+}
+
+/// The stress run's table, and its verdict: collective; every rank fails
+/// (exit 1) if any operation left a wrong element.
+pub fn publish_stress(
+    ctx: &RankContext,
+    stress: &StressArgs,
+    series: &[StressSeries],
+) -> Result<()> {
+    let wrong: u64 = series
+        .iter()
+        .flat_map(|s| &s.rows)
+        .map(|r| r.out_of_place_wrong + r.in_place_wrong)
+        .sum();
+    if ctx.is_root() {
+        print!("{}", stress_table(ctx.size(), stress, series));
+    }
+    let wrong = if ctx.is_root() { wrong } else { 0 };
+    ctx.all_ok(if wrong > 0 {
+        Err(anyhow::anyhow!(
+            "the stress run found {wrong} wrong elements"
+        ))
+    } else {
+        Ok(())
     })
+}
+
+/// The table [`publish_stress`] prints.
+pub fn stress_table(ranks: usize, stress: &StressArgs, series: &[StressSeries]) -> String {
+    let mut table = format!(
+        "# stress: {} back-to-back operations per size and placement on {ranks} rank{}, each in its own region and checked;\n\
+         # before each, every rank spins on the GPU for 0-{} us at random, half the time\n\
+         #\n#   series         size      ops   out-of-place #wrong   in-place #wrong\n",
+        stress.stress.unwrap_or(0),
+        common::plural(ranks),
+        stress.max_skew_us,
+    );
+    for s in series {
+        for row in &s.rows {
+            table += &format!(
+                "{:>10} {:>12} {:>8} {:>22} {:>17}\n",
+                s.name, row.bytes, row.ops, row.out_of_place_wrong, row.in_place_wrong
+            );
+        }
+    }
+    let wrong: u64 = series
+        .iter()
+        .flat_map(|s| &s.rows)
+        .map(|r| r.out_of_place_wrong + r.in_place_wrong)
+        .sum();
+    table += &format!("# wrong elements in all: {wrong}\n");
+    table
 }
 
 /// `ncclAllReduce` of `count` floats (sum) from `input` to `output`, on
@@ -240,57 +514,16 @@ pub fn report(
     benchmark: String,
     options: &SweepArgs,
     series: Vec<Series>,
-) -> Result<super::report::Report> {
-    Ok(super::report::Report {
+) -> Result<crate::report::Report> {
+    Ok(crate::report::Report {
         benchmark,
         collective: Collective::AllReduce,
         datatype: "float".into(),
         redop: "sum".into(),
-        machine: super::report::Machine::describe(ctx, gpu)?,
+        machine: crate::report::Machine::describe(ctx, gpu)?,
         options: options.clone(),
         series,
     })
-}
-
-/// NaN over `count` floats at device address `at`, in stream order.
-fn poison(at: u64, count: usize, stream: &Arc<CudaStream>) -> Result<()> {
-    // cuMemsetD32 wants 4-byte alignment, which float data has.
-    // SAFETY: `at` starts `count` floats inside a buffer (the sweep's largest size).
-    unsafe { cu_sys::cuMemsetD32Async(at, POISON, count, stream.cu_stream()) }
-        .result()
-        .context("cuMemsetD32Async (poison)")
-}
-
-/// Copies `data` to device address `at`, in stream order.
-fn upload(at: u64, data: &[f32], stream: &Arc<CudaStream>) -> Result<()> {
-    // SAFETY: `at` has room for `data` (the sweep's largest size); the copy
-    // reads `data` before returning (pageable host memory is staged).
-    unsafe { cu::memcpy_htod_async(at, data, stream.cu_stream()) }.context("cuMemcpyHtoDAsync")
-}
-
-/// Waits for the stream, then counts the elements of `buffer` that differ
-/// from `expected`; the first one is reported on stderr with the rank.
-fn wrong_elements(
-    ctx: &RankContext,
-    at: u64,
-    expected: &[f32],
-    stream: &Arc<CudaStream>,
-    what: &str,
-) -> Result<u64> {
-    let mut got = vec![0f32; expected.len()];
-    // SAFETY: `at` holds `expected.len()` floats; we wait before reading `got`.
-    unsafe { cu::memcpy_dtoh_async(&mut got, at, stream.cu_stream()) }
-        .context("cuMemcpyDtoHAsync")?;
-    stream
-        .synchronize()
-        .context("copy the result to the host")?;
-    match check_all(what, &got, |i| expected[i]) {
-        Ok(()) => Ok(0),
-        Err(mismatch) => {
-            eprintln!("{}wrong result: {mismatch}", ctx.prefix());
-            Ok(mismatch.wrong as u64)
-        }
-    }
 }
 
 #[cfg(test)]
@@ -330,6 +563,93 @@ mod tests {
     fn poison_is_a_nan_that_no_check_accepts() {
         let poison = f32::from_bits(POISON);
         assert!(poison.is_nan());
-        assert!(check_all("x", &[poison], |_| 0.0).is_err());
+        assert!(common::verify::check_all("x", &[poison], |_| 0.0).is_err());
+    }
+
+    #[test]
+    fn every_operation_of_a_trial_has_its_own_region() {
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            sweep: SweepArgs,
+        }
+        let args = <Cli as clap::Parser>::try_parse_from(["bench", "-n", "20"])
+            .unwrap()
+            .sweep;
+        let timing = StressArgs {
+            stress: None,
+            max_skew_us: 20,
+        };
+        assert_eq!(buffer_bytes(&args, &timing, 512 << 20), 21 * (512 << 20));
+        assert_eq!(buffer_bytes(&args, &timing, 8), 168);
+        let stress = StressArgs {
+            stress: Some(2000),
+            ..timing
+        };
+        assert_eq!(
+            buffer_bytes(&args, &stress, 8),
+            16_000,
+            "2000 regions of 8 B"
+        );
+        assert_eq!(
+            buffer_bytes(&args, &stress, 4 << 20),
+            256 * (4 << 20),
+            "batches of 256 regions of 4 MiB, within 1 GiB"
+        );
+        assert_eq!(buffer_bytes(&args, &stress, 512 << 20), 21 * (512 << 20));
+    }
+
+    #[test]
+    fn skews_are_random_bounded_and_zero_half_the_time() {
+        let max = 20_000;
+        let skews: Vec<u64> = (0..10_000).map(|k| skew_ns(42, 1, k, max)).collect();
+        assert!(skews.iter().all(|&s| s <= max));
+        let idle = skews.iter().filter(|&&s| s == 0).count();
+        assert!(
+            (4_000..6_000).contains(&idle),
+            "{idle} of 10000 without a spin"
+        );
+        let distinct: std::collections::BTreeSet<u64> = skews.iter().copied().collect();
+        assert!(distinct.len() > 1000, "random lengths: {}", distinct.len());
+        assert_ne!(
+            (0..100).map(|k| skew_ns(42, 0, k, max)).collect::<Vec<_>>(),
+            (0..100).map(|k| skew_ns(42, 1, k, max)).collect::<Vec<_>>(),
+            "ranks are skewed differently"
+        );
+        assert_eq!(
+            skew_ns(42, 1, 3, 0),
+            0,
+            "--max-skew-us 0 turns the skew off"
+        );
+    }
+
+    #[test]
+    fn the_stress_table_counts_every_wrong_element() {
+        let stress = StressArgs {
+            stress: Some(2000),
+            max_skew_us: 20,
+        };
+        let series = [StressSeries {
+            name: "fast".into(),
+            rows: vec![
+                StressRow {
+                    bytes: 8,
+                    ops: 2000,
+                    out_of_place_wrong: 0,
+                    in_place_wrong: 0,
+                },
+                StressRow {
+                    bytes: 1 << 20,
+                    ops: 2000,
+                    out_of_place_wrong: 3,
+                    in_place_wrong: 4,
+                },
+            ],
+        }];
+        let table = stress_table(2, &stress, &series);
+        assert!(table.starts_with(
+            "# stress: 2000 back-to-back operations per size and placement on 2 ranks"
+        ));
+        assert!(table.ends_with("# wrong elements in all: 7\n"), "{table}");
     }
 }

@@ -871,6 +871,48 @@ impl LessonUnderTest {
         }
         report
     }
+
+    /// Runs a benchmark's stress mode (`--stress N` among `args`) and checks
+    /// its table: exit 0, `rows` rows of `ops` operations each, and not a
+    /// single wrong element. Returns the table.
+    pub fn assert_stress_clean(
+        &self,
+        ranks: usize,
+        args: &[&str],
+        ops: usize,
+        rows: usize,
+    ) -> String {
+        let (stdout, stderr) = self.run_to_success(ranks, args);
+        let table: Vec<&str> = stdout
+            .lines()
+            .skip_while(|line| !line.starts_with("#   series"))
+            .skip(1)
+            .take_while(|line| !line.starts_with("# wrong elements"))
+            .collect();
+        assert_eq!(
+            table.len(),
+            rows,
+            "{}: rows of the stress table:\n{stdout}",
+            self.name
+        );
+        for row in &table {
+            // The last three columns: operations, and wrong elements out of
+            // place and in place (a series' name may hold a space: "-R 2").
+            let fields: Vec<&str> = row.split_whitespace().collect();
+            assert_eq!(
+                fields.get(fields.len().saturating_sub(3)..),
+                Some(&[ops.to_string().as_str(), "0", "0"][..]),
+                "{}: {row}\n{stderr}",
+                self.name
+            );
+        }
+        assert!(
+            stdout.contains("# wrong elements in all: 0\n"),
+            "{}: {stdout}\n{stderr}",
+            self.name
+        );
+        stdout
+    }
 }
 
 fn read(path: &Path) -> String {
