@@ -98,12 +98,13 @@ impl Report {
         let mut out = String::new();
         let _ = writeln!(
             out,
-            "# {}: {} of {} ({}), {} ranks ({}), {}",
+            "# {}: {} of {} ({}), {} rank{} ({}), {}",
             self.benchmark,
             self.collective_name(),
             self.datatype,
             self.redop,
             m.ranks,
+            common::plural(m.ranks),
             m.launch,
             m.device
         );
@@ -221,8 +222,14 @@ impl Report {
             root.fill(&WHITE)?;
             let m = &self.machine;
             let title = format!(
-                "{}: {} ranks ({}), {}, NCCL {}, {}",
-                self.benchmark, m.ranks, m.launch, m.device, m.nccl_version, m.date
+                "{}: {} rank{} ({}), {}, NCCL {}, {}",
+                self.benchmark,
+                m.ranks,
+                common::plural(m.ranks),
+                m.launch,
+                m.device,
+                m.nccl_version,
+                m.date
             );
             let root = root.titled(&title, ("sans-serif", 18))?;
             let (left, right) = root.split_horizontally(600);
