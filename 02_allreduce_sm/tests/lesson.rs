@@ -9,9 +9,9 @@
 //! within 5 s, exit non-zero, name the rank and leave nothing behind. Run them
 //! in both builds: the default one tests threads, `--features mpi` mpirun.
 
-use common::testing::{gpu_ranks, Disturb, LessonUnderTest};
+use testkit::{gpu_ranks, Disturb, LessonUnderTest};
 
-common::lesson_tests!("02_allreduce_sm");
+testkit::lesson_tests!("02_allreduce_sm");
 
 /// The point of lesson 02: with both buffers in symmetric windows, NCCL's
 /// log shows its symmetric kernel (every GPU pair must be NVLink- or
@@ -20,7 +20,7 @@ common::lesson_tests!("02_allreduce_sm");
 #[test]
 #[ignore = "needs 2 GPUs"]
 fn nccl_runs_its_symmetric_kernel_on_windows() {
-    let log = lesson().nccl_tuning_log(common::testing::gpu_ranks());
+    let log = lesson().nccl_tuning_log(testkit::gpu_ranks());
     assert!(
         log.contains("AllReduce [Symmetric]: 4194304 Bytes -> Kernel"),
         "{log}"
@@ -40,9 +40,9 @@ fn nccl_runs_its_symmetric_kernel_on_windows() {
 fn with_windows_disabled_it_reports_the_ordinary_kernel() {
     let mut cmd = lesson().command(gpu_ranks());
     cmd.env("NCCL_WIN_ENABLE", "0");
-    let out = common::testing::run_with_timeout(&mut cmd, std::time::Duration::from_secs(300));
+    let out = testkit::run_with_timeout(&mut cmd, std::time::Duration::from_secs(300));
     let stdout = String::from_utf8_lossy(&out.stdout);
-    let report = common::testing::describe(&out);
+    let report = testkit::describe(&out);
     if out.status.code() == Some(2) {
         // A NULL window (2.29+): refused with the reasons, never claimed.
         assert!(report.contains("NULL window"), "{report}");
@@ -75,7 +75,7 @@ fn benchmark_runs_and_finds_no_wrong_element() {
     );
     // 8 B..1 MiB by 4: 9 sizes (8 B to 512 KiB), in the three registration modes.
     let report = bench.assert_benchmark_clean(
-        common::testing::gpu_ranks(),
+        testkit::gpu_ranks(),
         &[
             "-b", "8", "-e", "1M", "-f", "4", "-n", "5", "-w", "2", "--trials", "2",
         ],
@@ -83,6 +83,21 @@ fn benchmark_runs_and_finds_no_wrong_element() {
         9,
     );
     assert_eq!(report.series[2].name, "-R 2");
+}
+
+/// The stress mode on ncclAllReduce in the three registration modes: 2,000
+/// back-to-back operations per size and placement, each in its own region
+/// and checked, with the ranks skewed by up to 20 µs before each launch.
+#[test]
+#[ignore = "needs 2 GPUs"]
+fn stress_finds_no_wrong_element_in_any_registration_mode() {
+    let bench = lesson().sibling(
+        "02_allreduce_bench",
+        env!("CARGO_BIN_EXE_02_allreduce_bench"),
+    );
+    // 8 B, 256 B, 8 KiB and 256 KiB (LL) up to 4 MiB.
+    let args = ["--stress", "2000", "-b", "8", "-e", "4M", "-f", "32"];
+    bench.assert_stress_clean(testkit::gpu_ranks(), &args, 2000, 3 * 4);
 }
 
 #[test]
@@ -103,6 +118,19 @@ fn benchmark_refuses_min_above_max() {
         stderr.contains("--min-bytes 1048576 is larger than --max-bytes 1024"),
         "{stderr}"
     );
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
+#[test]
+fn benchmark_refuses_a_stress_run_of_no_operation() {
+    let bench = lesson().sibling(
+        "02_allreduce_bench",
+        env!("CARGO_BIN_EXE_02_allreduce_bench"),
+    );
+    let out = bench.run(1, &["--stress", "0"], std::time::Duration::from_secs(60));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("--stress"), "{stderr}");
     assert!(!stderr.contains("panicked"), "{stderr}");
 }
 

@@ -6,9 +6,9 @@
 use std::process::Command;
 use std::time::Duration;
 
-use common::testing::{gpu_ranks, run_with_timeout, stopped_by_ctrl_c, Disturb};
+use testkit::{gpu_ranks, run_with_timeout, stopped_by_ctrl_c, Disturb};
 
-common::lesson_tests!("03_alltoallv_sm");
+testkit::lesson_tests!("03_alltoallv_sm");
 
 /// Runs the lesson with `--base-count <value>`; returns (exit code, stderr).
 fn with_base_count(value: &str) -> (Option<i32>, String) {

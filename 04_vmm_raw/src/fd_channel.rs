@@ -309,7 +309,7 @@ mod tests {
     use std::io::{Read, Seek, Write};
     use std::os::fd::AsFd;
 
-    use common::testing::{dead_pid, stale_dir_name};
+    use testkit::{dead_pid, stale_dir_name};
 
     /// This process: in most of these tests every "rank" is a thread of it.
     fn me() -> u32 {

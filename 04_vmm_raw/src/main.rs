@@ -62,7 +62,7 @@ struct Args {
         env = "VMM_SIZE_BYTES",
         value_name = "BYTES",
         default_value = "2M",
-        value_parser = common::bench::parse_size
+        value_parser = common::parse_size
     )]
     size_bytes: usize,
 }

@@ -9,11 +9,11 @@ use std::path::Path;
 use std::process::{Command, Output};
 use std::time::Duration;
 
-use common::testing::{
+use testkit::{
     describe, gpu_ranks, keep_multicast_off, leftovers, mpirun, run_with_timeout, Started,
 };
 
-common::lesson_tests!("04_vmm_raw");
+testkit::lesson_tests!("04_vmm_raw");
 
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()

@@ -6,9 +6,9 @@
 
 use std::time::Duration;
 
-use common::testing::{gpu_ranks, run_with_timeout, stopped_by_ctrl_c, Disturb};
+use testkit::{gpu_ranks, run_with_timeout, stopped_by_ctrl_c, Disturb};
 
-common::lesson_tests!("05_device_lsa");
+testkit::lesson_tests!("05_device_lsa");
 
 /// Runs the lesson on the test's GPUs with extra environment; returns (exit code, stdout, stderr).
 fn run_with_env(vars: &[(&str, &std::path::Path)]) -> (Option<i32>, String, String) {
@@ -109,7 +109,7 @@ fn the_fast_kernel_verifies() {
     }
 }
 
-fn bench() -> common::testing::LessonUnderTest {
+fn bench() -> testkit::LessonUnderTest {
     lesson().sibling(
         "05_allreduce_bench",
         env!("CARGO_BIN_EXE_05_allreduce_bench"),
@@ -124,6 +124,38 @@ fn benchmark_runs_and_finds_no_wrong_element() {
         "-b", "8", "-e", "4M", "-f", "8", "-n", "5", "-w", "2", "--trials", "2",
     ];
     bench().assert_benchmark_clean(gpu_ranks(), &args, 3, 7);
+}
+
+/// The stress mode on every kernel and on ncclAllReduce: 2,000 back-to-back
+/// operations per size and placement, each in its own region and checked,
+/// with the ranks skewed by up to 20 µs before each launch. The sizes reach
+/// both of the fast kernel's paths: one-shot (4 KiB, 128 KiB) and two-shot
+/// (4 MiB); `oneshot` alone carries at most 1 MiB.
+#[test]
+#[ignore = "needs 2 GPUs"]
+fn stress_finds_no_wrong_element_in_any_kernel() {
+    let sizes = ["-b", "4K", "-e", "4M", "-f", "32"];
+    let mut args = vec![
+        "--stress",
+        "2000",
+        "--kernels",
+        "nccl,simple,vec16,twoshot,fast",
+    ];
+    args.extend(sizes);
+    bench().assert_stress_clean(gpu_ranks(), &args, 2000, 5 * 3);
+    let oneshot = [
+        "--stress",
+        "2000",
+        "--kernels",
+        "oneshot",
+        "-b",
+        "8",
+        "-e",
+        "1M",
+        "-f",
+        "128",
+    ];
+    bench().assert_stress_clean(gpu_ranks(), &oneshot, 2000, 3);
 }
 
 /// Fresh random data, poisoned output, in place and out of place, for every

@@ -196,7 +196,7 @@ fn short_host_name() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testing::dead_pid;
+    use testkit::dead_pid;
 
     #[test]
     fn owned_directories_are_private_named_for_their_maker_and_removed() {

@@ -1,4 +1,5 @@
-//! Command-line options shared by every program.
+//! Command-line options shared by every program, and the parser of sizes
+//! (`64K`, `256M`) that lessons and benchmarks use for their own options.
 
 /// Options every lesson takes. Each one can also be set through the
 /// environment variable named in `--help`.
@@ -28,6 +29,27 @@ pub const MAX_THREAD_RANKS: usize = 1024;
 /// A lesson without options of its own.
 #[derive(clap::Args, Debug, Clone, Default, PartialEq, Eq)]
 pub struct NoArgs {}
+
+/// `4096`, `4K`, `256M`, `1G`: a size in bytes, suffixes in powers of 1024.
+/// The value parser of every option that takes a size (lesson 04's
+/// `--size-bytes`, the benchmarks' `-b`/`-e`).
+pub fn parse_size(text: &str) -> Result<usize, String> {
+    let text = text.trim();
+    let (digits, unit) = match text.char_indices().last() {
+        Some((at, 'K' | 'k')) => (&text[..at], 1usize << 10),
+        Some((at, 'M' | 'm')) => (&text[..at], 1 << 20),
+        Some((at, 'G' | 'g')) => (&text[..at], 1 << 30),
+        _ => (text, 1),
+    };
+    let n: usize = digits
+        .parse()
+        .map_err(|_| format!("'{text}' is not a size such as 4096, 64K or 256M"))?;
+    match n.checked_mul(unit) {
+        Some(0) => Err("a size must be at least 1 byte".into()),
+        Some(bytes) => Ok(bytes),
+        None => Err(format!("'{text}' is too large")),
+    }
+}
 
 /// Parses `NTHREADS`: a whole number of ranks, from 1 to [`MAX_THREAD_RANKS`].
 pub(crate) fn parse_rank_count(text: &str) -> Result<usize, String> {
@@ -173,5 +195,16 @@ mod tests {
         let err = parse(&["lesson", "--nthreads", "0"]).unwrap_err();
         assert_eq!(err.kind(), clap::error::ErrorKind::ValueValidation);
         assert!(err.to_string().contains("0 is not positive"), "{err}");
+    }
+
+    #[test]
+    fn sizes_parse_with_binary_suffixes() {
+        assert_eq!(parse_size("8"), Ok(8));
+        assert_eq!(parse_size("1K"), Ok(1024));
+        assert_eq!(parse_size("256M"), Ok(256 << 20));
+        assert_eq!(parse_size("1g"), Ok(1 << 30));
+        assert!(parse_size("0").unwrap_err().contains("at least 1 byte"));
+        assert!(parse_size("lots").unwrap_err().contains("not a size"));
+        assert!(parse_size("99999999999999999999G").is_err());
     }
 }

@@ -11,11 +11,16 @@
 //! Either way the lesson sees the same [`RankContext`]: its rank, the world
 //! size, its GPU, a byte broadcast (for the NCCL unique id), a barrier and
 //! rank-ordered printing. Everything NCCL or CUDA that a lesson teaches stays in
-//! the lesson's `main.rs`; this crate holds launch, preflight, checks, output
-//! and measurement, plus the small RAII guards in [`nccl`] that adopt what a
-//! lesson's NCCL calls return, and [`setup`], which makes lessons 01 and 02's
-//! calls for the programs that build on them (lessons 03 and 05, the
-//! benchmarks).
+//! the lesson's `main.rs`; this crate holds what a lesson needs at run time:
+//! launch, preflight, checks ([`verify`]) and output, plus the small RAII
+//! guards in [`nccl`] that adopt what a lesson's NCCL calls return, and
+//! [`setup`], which makes lessons 01 and 02's calls for the programs that
+//! build on them (lessons 03 and 05, the benchmarks).
+//!
+//! Two crates sit beside it, each for another reader: `bench` holds the
+//! measurement that only the `*_bench` binaries use, and `testkit` the test
+//! support that every crate takes as a dev-dependency. Neither is needed to
+//! follow this one.
 //!
 //! The rules every program follows (see `DESIGN.md`):
 //! exit code 0 = verified, 1 = failed, 2 = cannot run here;
@@ -25,12 +30,12 @@
 //! no run leaves a directory behind ([`cleanup`]). The tests make a rank fail
 //! or hang on purpose through [`fault`]'s `SYMMEM_TEST_FAULT`.
 
-pub mod bench;
 pub mod cleanup;
 mod cli;
 mod error;
 pub mod fault;
 mod launch;
+mod lesson;
 #[cfg(feature = "mpi")]
 mod mpi_launch;
 pub mod nccl;
@@ -38,16 +43,16 @@ pub mod preflight;
 mod rank;
 pub mod setup;
 mod signals;
-pub mod testing;
 #[cfg(not(feature = "mpi"))]
 mod threads;
 pub mod verify;
 
 pub use cleanup::host_name;
-pub use cli::{LaunchArgs, NoArgs, MAX_THREAD_RANKS};
+pub use cli::{parse_size, LaunchArgs, NoArgs, MAX_THREAD_RANKS};
 pub use error::{exit_code, CannotRun, PeerFailed, EXIT_CANNOT_RUN, EXIT_FAILED, EXIT_OK};
-pub use launch::{plural, run, run_checked, Lesson, Needs, ABANDON_AFTER};
-pub use preflight::NcclVersion;
+pub use launch::{run, run_checked};
+pub use lesson::{plural, Lesson, ABANDON_AFTER};
+pub use preflight::{NcclVersion, Needs};
 pub use rank::{leaving_on_error, RankContext};
 
 /// How this build starts its ranks: `"threads"` (default) or `"mpi"`.

@@ -33,8 +33,8 @@ use crate::error::{
     exit_code, fix_lines, flush_and_exit, panic_message, render, EXIT_CANNOT_RUN, EXIT_FAILED,
     EXIT_OK,
 };
-use crate::launch::{plural, print_banner, Lesson, Needs, ABANDON_AFTER};
-use crate::preflight::{self, check_gpu_count, System};
+use crate::lesson::{plural, print_banner, Lesson, ABANDON_AFTER};
+use crate::preflight::{self, check_gpu_count, Needs, System};
 use crate::rank::{Backend, RankContext, Reported};
 
 struct Mpi {
@@ -91,7 +91,9 @@ impl Backend for Mpi {
     }
 }
 
-pub(crate) fn run<F>(lesson: &Lesson, launch: LaunchArgs, body: F) -> u8
+/// MPI mode's launch: this process is one rank; checks the machine on every
+/// rank (see `agree_on_preflight`), prints the banner on rank 0, runs `body`.
+pub(crate) fn start<F>(lesson: &Lesson, launch: LaunchArgs, body: F) -> u8
 where
     F: Fn(&RankContext) -> Result<()>,
 {

@@ -440,7 +440,7 @@ pub fn check_gpu_count(ranks_here: usize, gpus: usize, mpi: bool) -> Result<(), 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testing::build_fake_nccl;
+    use testkit::build_fake_nccl;
 
     #[test]
     fn version_codes_decode_both_schemes() {
@@ -553,7 +553,7 @@ mod tests {
         // loader's "cannot open shared object file" names the dependency, and
         // that must not read as "NCCL not found".
         let dir = tempfile::tempdir().unwrap();
-        let Some(dependency) = crate::testing::build_c_library(
+        let Some(dependency) = testkit::build_c_library(
             dir.path(),
             "libgone_for_test.so",
             "int gone(void) { return 1; }\n",
@@ -562,7 +562,7 @@ mod tests {
             return;
         };
         let search = format!("-L{}", dir.path().display());
-        let lib = crate::testing::build_c_library(
+        let lib = testkit::build_c_library(
             dir.path(),
             "libnccl.so",
             "int gone(void);\nint ncclGetVersion(int *v) { *v = 22803; return gone() - 1; }\n",

@@ -17,11 +17,14 @@ use std::time::Instant;
 
 use anyhow::{anyhow, Result};
 
+use crate::cli::LaunchArgs;
 use crate::error::{
     exit_code, flush_and_exit, panic_message, render, PeerFailed, EXIT_FAILED, EXIT_OK,
 };
-use crate::launch::ABANDON_AFTER;
+use crate::lesson::{plural, print_banner, Lesson, ABANDON_AFTER};
+use crate::preflight::{check_gpu_count, Needs};
 use crate::rank::{Backend, RankContext, Reported};
+use crate::CannotRun;
 
 /// The ranks of one process and what they share.
 pub(crate) struct Team {
@@ -137,6 +140,74 @@ enum Report {
     Failing(usize),
     /// The rank returned.
     Done(usize, Outcome),
+}
+
+/// Thread mode's launch: refuses a start by mpirun and checks the machine
+/// (printing why it cannot run, exit code 2), prints the banner, then runs
+/// `body` on one thread per rank (see [`run`]).
+pub(crate) fn start<F>(lesson: &Lesson, launch: LaunchArgs, body: F) -> u8
+where
+    F: Fn(&RankContext) -> Result<()> + Sync,
+{
+    if let Some(problem) = started_by_mpirun_without_mpi() {
+        return cannot_run(lesson, &[problem]);
+    }
+    let system = match crate::preflight::check(lesson.needs, lesson.tool) {
+        Ok(system) => system,
+        Err(problems) => return cannot_run(lesson, &problems),
+    };
+    let gpus = system.driver.map_or(0, |d| d.gpus);
+    let size = match (launch.nthreads, lesson.needs) {
+        (Some(n), _) => n,
+        (None, Needs::Nothing) => 1,
+        (None, _) => gpus,
+    };
+    if lesson.needs != Needs::Nothing {
+        if let Err(problem) = check_gpu_count(size, gpus, false) {
+            return cannot_run(lesson, &[problem]);
+        }
+    }
+    print_banner(
+        &system,
+        &format!("{size} rank{}, one thread per GPU", plural(size)),
+    );
+    crate::signals::set_ranks((0..size).map(|r| format!("[rank {r}/{size}] ")).collect());
+    let devices: Vec<usize> = (0..size).collect();
+    run(size, &devices, body)
+}
+
+/// Prints why the lesson cannot run here and returns exit code 2.
+fn cannot_run(lesson: &Lesson, problems: &[CannotRun]) -> u8 {
+    eprintln!("error: {} cannot run on this system:", lesson.name);
+    for problem in problems {
+        eprintln!(
+            "  - {}{}",
+            problem.reason,
+            crate::error::fix_lines(&problem.fix, "    ")
+        );
+    }
+    crate::EXIT_CANNOT_RUN
+}
+
+/// A thread-mode binary started by mpirun would run every GPU once per process.
+fn started_by_mpirun_without_mpi() -> Option<CannotRun> {
+    let size = [
+        "OMPI_COMM_WORLD_SIZE",
+        "PMI_SIZE",
+        "PMIX_SIZE",
+        "MPI_LOCALNRANKS",
+    ]
+    .iter()
+    .find_map(|var| std::env::var(var).ok()?.parse::<usize>().ok())?;
+    (size > 1).then(|| {
+        CannotRun::new(
+            format!("this binary was built without MPI support, but an MPI launcher started {size} copies of it; each would use every GPU on its own"),
+            "build with MPI support and launch that binary:\n\
+             cargo build --release --features mpi\n\
+             mpirun -np N target/release/<lesson>\n\
+             (or run this binary without mpirun: NTHREADS=N target/release/<lesson>)",
+        )
+    })
 }
 
 /// Runs `body` on `size` threads, rank r on device `devices[r]`, and returns

@@ -4,7 +4,7 @@
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-use common::testing::{binary, describe, run_with_timeout};
+use testkit::{binary, describe, run_with_timeout};
 
 fn probe() -> std::path::PathBuf {
     binary("launch-probe", env!("CARGO_BIN_EXE_launch-probe"))
@@ -40,7 +40,7 @@ fn fake_driver(dir: &std::path::Path, failing: &str) -> Option<()> {
         body("cuDriverGetVersion", 13000),
         body("cuDeviceGetCount", 2)
     );
-    common::testing::build_c_library(dir, "libcuda.so", &source, &[])?;
+    testkit::build_c_library(dir, "libcuda.so", &source, &[])?;
     std::fs::copy(dir.join("libcuda.so"), dir.join("libcuda.so.1")).ok()?;
     Some(())
 }
@@ -290,7 +290,7 @@ mod threads {
 #[cfg(feature = "mpi")]
 mod mpi {
     use super::*;
-    use common::testing::mpirun;
+    use testkit::mpirun;
 
     fn run_probe(ranks: usize, args: &[&str]) -> Output {
         run_with_timeout(mpirun(ranks, &probe()).args(args), Duration::from_secs(60))
@@ -428,12 +428,12 @@ mod mpi {
 /// end within 5 s, exit non-zero, name the rank, and leave nothing behind.
 mod faults {
     use super::*;
-    use common::testing::{fault_case, Disturb};
+    use testkit::{fault_case, Disturb};
 
     /// `launch-probe` with `ranks` ranks, as threads or under mpirun.
     fn probe_command(ranks: usize) -> Command {
         if cfg!(feature = "mpi") {
-            common::testing::mpirun(ranks, &probe())
+            testkit::mpirun(ranks, &probe())
         } else {
             let mut cmd = Command::new(probe());
             cmd.env("NTHREADS", ranks.to_string());
@@ -478,7 +478,7 @@ mod faults {
             STARTUP,
             &[],
         );
-        end.assert_clean(&common::testing::stopped_by_ctrl_c(1, 2));
+        end.assert_clean(&testkit::stopped_by_ctrl_c(1, 2));
     }
 
     #[test]

@@ -605,7 +605,7 @@ mod tests {
     }
 
     fn build_dirs(root: &Path) -> Vec<String> {
-        common::testing::leftovers(root, &[BUILD_PREFIX])
+        testkit::leftovers(root, &[BUILD_PREFIX])
     }
 
     #[test]
@@ -781,7 +781,7 @@ mod tests {
             ..target()
         };
         let root = tmp.path().join("cache");
-        let stale = root.join(common::testing::stale_dir_name(BUILD_PREFIX));
+        let stale = root.join(testkit::stale_dir_name(BUILD_PREFIX));
         fs::create_dir_all(&stale).unwrap();
         build_or_reuse(&target, &CacheRoot::Kept(root.clone())).unwrap();
         assert!(!stale.exists());

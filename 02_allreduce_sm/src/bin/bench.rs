@@ -10,8 +10,10 @@
 //!   symmetric kernels (on 2.28: sum on fp32/fp16/bf16/fp8, one node, every
 //!   GPU pair P2P-connected).
 //!
-//! Every size is timed out of place and in place and then checked element
-//! by element (see `common::bench::allreduce`); a wrong element exits 1.
+//! Every size is timed out of place and in place, and every timed operation
+//! is checked element by element (see `bench::allreduce`); a wrong element
+//! exits 1. `--stress N` runs N back-to-back operations per size with the
+//! ranks skewed on purpose instead, and checks each.
 //! The table follows nccl-tests' layout, so it can be laid beside
 //! `all_reduce_perf -R 0/1/2`.
 //!
@@ -19,15 +21,14 @@
 //! NTHREADS=2 cargo run --release --bin 02_allreduce_bench
 //! mpirun -np 4 target/release/02_allreduce_bench -b 8 -e 128M --json ar.json --svg ar.svg
 //! NCCL_SYM_CTAS=32 NTHREADS=2 target/release/02_allreduce_bench -R 2 -b 1M -e 512M
+//! NTHREADS=2 target/release/02_allreduce_bench --stress 2000 -b 8 -e 4M -f 8
 //! ```
 
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
-use common::bench::allreduce::{self, nccl_allreduce, run_series, Buffers};
-use common::bench::{
-    registration_about, with_registration, Placement, RegistrationArgs, SweepArgs,
-};
+use bench::allreduce::{self, buffer_bytes, nccl_allreduce, Buffers, StressArgs, Sweep};
+use bench::{registration_about, with_registration, Placement, RegistrationArgs, SweepArgs};
 use common::setup;
 use common::{Lesson, NcclVersion, Needs, RankContext};
 use cudarc::driver::CudaContext;
@@ -38,6 +39,8 @@ struct Args {
     sweep: SweepArgs,
     #[command(flatten)]
     registration: RegistrationArgs,
+    #[command(flatten)]
+    stress: StressArgs,
 }
 
 const BENCH: Lesson = Lesson {
@@ -61,10 +64,17 @@ fn bench(ctx: &RankContext, args: &Args) -> Result<()> {
     let gpu = CudaContext::new(ctx.device()).context("bind the GPU")?;
     let stream = gpu.new_stream().context("create a stream")?;
     let comm = setup::communicator(ctx).context("create the communicator")?;
-    common::bench::check_free_memory(ctx, 2 * largest)?;
-    let send = setup::buffer(largest).context("allocate the send buffer")?;
-    let recv = setup::buffer(largest).context("allocate the receive buffer")?;
-    let buffers = Buffers::whole(&send, &recv);
+    let buffer_bytes = buffer_bytes(&args.sweep, &args.stress, largest);
+    bench::check_free_memory(ctx, 2 * buffer_bytes)?;
+    let send = setup::buffer(buffer_bytes).context("allocate the send buffer")?;
+    let recv = setup::buffer(buffer_bytes).context("allocate the receive buffer")?;
+    let sweep = Sweep::new(
+        ctx,
+        &args.sweep,
+        &stream,
+        Buffers::whole(&send, &recv),
+        &sizes,
+    )?;
 
     // One AllReduce of `count` floats, out of place or in place, `shift`
     // bytes into the buffers.
@@ -86,7 +96,21 @@ fn bench(ctx: &RankContext, args: &Args) -> Result<()> {
         }
     };
 
-    let progress = common::bench::progress(
+    if args.stress.stress.is_some() {
+        let mut series = Vec::new();
+        for &mode in &args.registration.modes {
+            series.push(with_registration(mode, &comm, [&send, &recv], || {
+                sweep.stress(&args.stress, &format!("-R {mode}"), allreduce)
+            })?);
+        }
+        drop(sweep);
+        send.free()?;
+        recv.free()?;
+        comm.destroy()?;
+        return allreduce::publish_stress(ctx, &args.stress, &series);
+    }
+
+    let progress = bench::progress(
         ctx,
         sizes.len() * args.registration.modes.len(),
         "02_allreduce_bench",
@@ -96,19 +120,11 @@ fn bench(ctx: &RankContext, args: &Args) -> Result<()> {
         // The same buffers every time; only the registration changes.
         series.push(with_registration(mode, &comm, [&send, &recv], || {
             let about = format!("ncclAllReduce, {}", registration_about(mode));
-            run_series(
-                ctx,
-                &args.sweep,
-                &stream,
-                &buffers,
-                &sizes,
-                (&format!("-R {mode}"), &about),
-                &progress,
-                allreduce,
-            )
+            sweep.series((&format!("-R {mode}"), &about), &progress, allreduce)
         })?);
     }
     progress.finish_and_clear();
+    drop(sweep);
 
     let report = allreduce::report(ctx, &gpu, BENCH.name.into(), &args.sweep, series)?;
     report.publish(ctx)?;

@@ -12,7 +12,7 @@
 //! 16-byte boundary; `--unaligned` uses the unrounded pattern with an odd
 //! base, so that blocks start on 8-byte boundaries, to show what that costs.
 //!
-//! Measurement follows `common::bench` (nccl-tests' definitions): `size` is
+//! Measurement follows the `bench` crate (nccl-tests' definitions): `size` is
 //! the largest total any rank sends or receives, as nccl-tests' alltoallv
 //! counts it; algbw = size / time; busbw = algbw × (n-1)/n. After each
 //! timing the receive buffers are checked element by element (`#wrong`,
@@ -32,8 +32,8 @@ use alltoallv_sm::{
     UNTOUCHED,
 };
 use anyhow::{Context, Result};
-use common::bench::report::{Machine, Report, Row, Series};
-use common::bench::{
+use bench::report::{Machine, Report, Row, Series};
+use bench::{
     across_ranks, registration_about, sum_over_ranks, time_trials, with_registration, Collective,
     RegistrationArgs, Sample, SweepArgs,
 };
@@ -125,12 +125,11 @@ fn bench(ctx: &RankContext, args: &Args) -> Result<()> {
     let gpu = cudarc::driver::CudaContext::new(ctx.device()).context("bind the GPU")?;
     let stream = gpu.new_stream().context("create a stream")?;
     let comm = setup::communicator(ctx).context("create the communicator")?;
-    common::bench::check_free_memory(ctx, (send_capacity + recv_capacity) * 8)?;
+    bench::check_free_memory(ctx, (send_capacity + recv_capacity) * 8)?;
     let send = setup::buffer(send_capacity * 8).context("allocate the send buffer")?;
     let recv = setup::buffer(recv_capacity * 8).context("allocate the receive buffer")?;
 
-    let progress =
-        common::bench::progress(ctx, sizes.len() * args.registration.modes.len(), BENCH.name);
+    let progress = bench::progress(ctx, sizes.len() * args.registration.modes.len(), BENCH.name);
     let mut series = Vec::new();
     for &mode in &args.registration.modes {
         // The same buffers every time; only the registration changes.
@@ -175,7 +174,7 @@ fn bench(ctx: &RankContext, args: &Args) -> Result<()> {
             .map(|p| {
                 format!(
                     "{}:{}",
-                    common::bench::size_label(traffic_bytes(p)),
+                    bench::size_label(traffic_bytes(p)),
                     p.send_counts[size.min(2) - 1]
                 )
             })

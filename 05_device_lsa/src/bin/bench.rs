@@ -26,8 +26,10 @@
 //!
 //! The steps from `simple` to `fast` are the rows of the README's "Making
 //! it fast". Each size is timed out of place and in place, on fresh random
-//! data, and checked element by element after timing (see
-//! `common::bench::allreduce`); a wrong element exits 1. `--send-offset` and
+//! data, and every timed operation is checked element by element (see
+//! `bench::allreduce`); a wrong element exits 1. `--stress N` runs N
+//! back-to-back operations per size with the ranks skewed on purpose
+//! instead, and checks each: races between launches show up there. `--send-offset` and
 //! `--recv-offset` place the data that many bytes into the windows, to check
 //! the unaligned paths.
 //!
@@ -36,15 +38,16 @@
 //! NTHREADS=2 target/release/05_allreduce_bench --kernels nccl,simple,vec16,twoshot,oneshot,fast -e 1M
 //! NTHREADS=2 target/release/05_allreduce_bench --build nvcc --kernels nccl,fast,fast-jit,prims
 //! mpirun -np 2 target/release/05_allreduce_bench --json ar05.json --svg ar05.svg
+//! NTHREADS=2 target/release/05_allreduce_bench --kernels simple,twoshot,fast --stress 2000 -b 4K -e 4M -f 32
 //! ```
 
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
-use common::bench::allreduce::{self, nccl_allreduce, run_series, Buffers};
-use common::bench::{parse_size, Placement, SweepArgs};
+use bench::allreduce::{self, buffer_bytes, nccl_allreduce, Buffers, StressArgs, Sweep};
+use bench::{Placement, SweepArgs};
 use common::setup;
-use common::{CannotRun, Lesson, NcclVersion, Needs, RankContext};
+use common::{parse_size, CannotRun, Lesson, NcclVersion, Needs, RankContext};
 use cudarc::driver::{sys as cu_sys, CudaContext};
 use device_build::route::{Build, Plan};
 use device_build::shim::DevComm;
@@ -145,6 +148,8 @@ struct Args {
     /// How the lesson's kernels are built (fast-jit and prims* always take jit).
     #[arg(long, value_enum, default_value_t = Build::Auto)]
     build: Build,
+    #[command(flatten)]
+    stress: StressArgs,
 }
 
 impl Args {
@@ -268,8 +273,9 @@ fn bench(ctx: &RankContext, args: &Args) -> Result<()> {
     let shim = built.dev_comm_maker()?;
     let comm = setup::communicator(ctx).context("create the communicator")?;
 
-    let window_bytes = largest + args.send_offset.max(args.recv_offset);
-    common::bench::check_free_memory(ctx, 2 * window_bytes)?;
+    let window_bytes =
+        buffer_bytes(&args.sweep, &args.stress, largest) + args.send_offset.max(args.recv_offset);
+    bench::check_free_memory(ctx, 2 * window_bytes)?;
     let send = setup::buffer(window_bytes).context("allocate the send buffer")?;
     let recv = setup::buffer(window_bytes).context("allocate the receive buffer")?;
     let send_window = setup::window(&comm, &send).context("register the send window")?;
@@ -307,8 +313,9 @@ fn bench(ctx: &RankContext, args: &Args) -> Result<()> {
         send_offset: args.send_offset,
         recv_offset: args.recv_offset,
     };
-    let progress = common::bench::progress(ctx, sizes.len() * args.kernels.len(), BENCH.name);
-    let mut series = Vec::new();
+    let sweep = Sweep::new(ctx, &args.sweep, &stream, buffers, &sizes)?;
+    let progress = bench::progress(ctx, sizes.len() * args.kernels.len(), BENCH.name);
+    let (mut series, mut stressed) = (Vec::new(), Vec::new());
     for &contender in &args.kernels {
         let op = |placement: Placement, count: usize, shift: usize| -> Result<()> {
             let (input_window, input_offset, input) = match placement {
@@ -402,19 +409,17 @@ fn bench(ctx: &RankContext, args: &Args) -> Result<()> {
                 }
             }
         };
-        let name = format!("{contender:?}").to_lowercase();
-        series.push(run_series(
-            ctx,
-            &args.sweep,
-            &stream,
-            &buffers,
-            &sizes,
-            (&name, contender.about()),
-            &progress,
-            op,
-        )?);
+        // The name the command line uses (fast-jit, prims-oneshot, ...).
+        let name = clap::ValueEnum::to_possible_value(&contender)
+            .map_or_else(|| format!("{contender:?}"), |v| v.get_name().to_string());
+        if args.stress.stress.is_some() {
+            stressed.push(sweep.stress(&args.stress, &name, op)?);
+        } else {
+            series.push(sweep.series((&name, contender.about()), &progress, op)?);
+        }
     }
     progress.finish_and_clear();
+    drop(sweep);
 
     let benchmark = if args.send_offset + args.recv_offset > 0 {
         format!(
@@ -424,8 +429,13 @@ fn bench(ctx: &RankContext, args: &Args) -> Result<()> {
     } else {
         BENCH.name.into()
     };
-    let report = allreduce::report(ctx, &gpu, benchmark, &args.sweep, series)?;
-    report.publish(ctx)?;
+    let report = if args.stress.stress.is_some() {
+        None
+    } else {
+        let report = allreduce::report(ctx, &gpu, benchmark, &args.sweep, series)?;
+        report.publish(ctx)?;
+        Some(report)
+    };
     if ctx.is_root() {
         eprintln!(
             "note: fast: one-shot up to {} bytes, two-shot on up to {} blocks of {THREADS} threads (the GPU has {multiprocessors} multiprocessors)",
@@ -441,5 +451,8 @@ fn bench(ctx: &RankContext, args: &Args) -> Result<()> {
     drop(jit_module);
     drop(fast_module);
     drop(simple_module);
-    report.fail_on_wrong(ctx)
+    match report {
+        Some(report) => report.fail_on_wrong(ctx),
+        None => allreduce::publish_stress(ctx, &args.stress, &stressed),
+    }
 }

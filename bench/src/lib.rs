@@ -4,8 +4,8 @@
 //! * **time**: CUDA events recorded around `iters` back-to-back operations
 //!   on the rank's stream, after `warmup` untimed ones, divided by `iters`
 //!   ([`time_trials`]). Like nccl-tests, consecutive operations use
-//!   consecutive regions of the buffers where the buffers hold several, so
-//!   that a size that fits in L2 is not timed from the cache.
+//!   consecutive regions of the buffers, so that a size that fits in L2 is
+//!   not timed from the cache.
 //!   Each size is timed `trials` times and each rank keeps its median trial
 //!   (a single hiccup of the host, a few hundred µs, was seen on the GPU
 //!   machine). The operation's time is the **average over ranks**, as
@@ -15,14 +15,24 @@
 //!   or receives, as nccl-tests' `alltoallv_perf` counts them.
 //! * **busbw** = algbw × a per-collective factor ([`Collective::bus_factor`])
 //!   that makes the figure comparable with the links' bandwidth.
-//! * **#wrong**: after timing, every element of the output is checked
-//!   against its closed-form value; any wrong element makes the run exit 1.
+//! * **#wrong**: what was timed is what is checked. For AllReduce every
+//!   operation of every trial has its own input and output region, filled
+//!   with fresh data and poisoned before the trial and checked element by
+//!   element after it ([`time_checked`], [`allreduce`]); `--stress N` runs N
+//!   operations back to back with the ranks skewed on purpose and checks
+//!   each. Any wrong element makes the run exit 1.
 //!
 //! [`report`] prints the table and writes `--json` and `--svg`;
-//! [`allreduce`] holds the AllReduce data, check and sweep that the 02 and
-//! 05 benchmarks share.
+//! [`allreduce`] holds the AllReduce data, check, sweep and stress run that
+//! the 02 and 05 benchmarks share, and [`data`] the GPU kernels that draw and
+//! check their data.
+//!
+//! Only the `*_bench` binaries (`02_allreduce_bench`, `03_alltoallv_bench`,
+//! `05_allreduce_bench`) and `examples/replot.rs` use this crate; the lessons
+//! verify and do not time, and need only `common`.
 
 pub mod allreduce;
+pub mod data;
 pub mod report;
 
 use std::path::PathBuf;
@@ -32,7 +42,7 @@ use anyhow::{ensure, Context, Result};
 use cudarc::driver::{sys as cu_sys, CudaStream};
 use serde::{Deserialize, Serialize};
 
-use crate::{CannotRun, RankContext};
+use common::{parse_size, CannotRun, RankContext};
 
 /// The collectives nccl-tests measures, for their bus-bandwidth factor.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -134,25 +144,6 @@ pub fn sweep_sizes(min: usize, max: usize, factor: usize, elem_bytes: usize) -> 
     sizes
 }
 
-/// `4096`, `4K`, `256M`, `1G`: a size in bytes, suffixes in powers of 1024.
-pub fn parse_size(text: &str) -> Result<usize, String> {
-    let text = text.trim();
-    let (digits, unit) = match text.char_indices().last() {
-        Some((at, 'K' | 'k')) => (&text[..at], 1usize << 10),
-        Some((at, 'M' | 'm')) => (&text[..at], 1 << 20),
-        Some((at, 'G' | 'g')) => (&text[..at], 1 << 30),
-        _ => (text, 1),
-    };
-    let n: usize = digits
-        .parse()
-        .map_err(|_| format!("'{text}' is not a size such as 4096, 64K or 256M"))?;
-    match n.checked_mul(unit) {
-        Some(0) => Err("a size must be at least 1 byte".into()),
-        Some(bytes) => Ok(bytes),
-        None => Err(format!("'{text}' is too large")),
-    }
-}
-
 /// `1K`, `4M`, `256M`: sizes as nccl-tests' `-b/-e` options write them.
 pub fn size_label(bytes: usize) -> String {
     const UNITS: [(usize, &str); 3] = [(1 << 30, "G"), (1 << 20, "M"), (1 << 10, "K")];
@@ -201,38 +192,65 @@ impl Sample {
 
 /// CUDA events around `iters` operations, after `warmup` untimed ones; the
 /// median of `trials` such timings, in seconds per operation.
-/// `launch(i)` enqueues operation `i` of a trial on `stream` (a benchmark
-/// may use `i` to move through its buffers, as nccl-tests does).
-///
-/// Each trial starts with a host barrier and one more untimed operation,
-/// and only then records its start event. The host barrier alone leaves the
-/// ranks' launches skewed by its wake-up time (tens of µs for thread mode's
-/// condition variable), and that skew would be timed as the first
-/// operation's wait for its peers; a collective lines the GPUs up instead.
+/// `launch(i)` enqueues operation `i` of a trial on `stream`; see
+/// [`time_checked`] for the numbering.
 pub fn time_trials(
     ctx: &RankContext,
     stream: &Arc<CudaStream>,
     args: &SweepArgs,
-    mut launch: impl FnMut(usize) -> Result<()>,
+    launch: impl FnMut(usize) -> Result<()>,
 ) -> Result<f64> {
+    time_checked(ctx, stream, args, || Ok(()), launch, || Ok(0)).map(|(seconds, _)| seconds)
+}
+
+/// [`time_trials`], with the data made before and checked after every trial:
+/// `prepare` runs before the warm-up and before each trial, `check` after
+/// each trial and returns the wrong elements it found; their sum over the
+/// trials comes back beside the median time. Neither is timed.
+///
+/// A trial is `launch(0)`, untimed, then the start event, `launch(1)` to
+/// `launch(iters)`, and the end event, so a benchmark can give each of the
+/// `iters + 1` operations its own region of its buffers: nccl-tests moves
+/// through its buffers the same way, so that a size that fits in L2 is not
+/// timed from the cache, and here it also lets `check` see what every timed
+/// operation wrote. The warm-up's operations are numbered the same way.
+///
+/// The untimed `launch(0)` comes after a host barrier. The host barrier alone
+/// leaves the ranks' launches skewed by its wake-up time (tens of µs for
+/// thread mode's condition variable), and that skew would be timed as the
+/// first operation's wait for its peers; a collective lines the GPUs up
+/// instead.
+pub fn time_checked(
+    ctx: &RankContext,
+    stream: &Arc<CudaStream>,
+    args: &SweepArgs,
+    mut prepare: impl FnMut() -> Result<()>,
+    mut launch: impl FnMut(usize) -> Result<()>,
+    mut check: impl FnMut() -> Result<u64>,
+) -> Result<(f64, u64)> {
     let timed = Some(cu_sys::CUevent_flags::CU_EVENT_DEFAULT);
+    let operations = args.iters as usize + 1;
+    prepare()?;
     for i in 0..args.warmup as usize {
-        launch(i)?;
+        launch(i % operations)?;
     }
     stream.synchronize().context("warm-up")?;
     let mut trials = Vec::with_capacity(args.trials as usize);
+    let mut wrong = 0;
     for _ in 0..args.trials {
+        prepare()?;
         ctx.barrier()?;
         launch(0)?;
         let start = stream.record_event(timed).context("cuEventRecord")?;
-        for i in 0..args.iters as usize {
+        for i in 1..operations {
             launch(i)?;
         }
         let end = stream.record_event(timed).context("cuEventRecord")?;
         let ms = start.elapsed_ms(&end).context("cuEventElapsedTime")?;
         trials.push(f64::from(ms) * 1e-3 / f64::from(args.iters));
+        wrong += check()?;
     }
-    Ok(median(&mut trials))
+    Ok((median(&mut trials), wrong))
 }
 
 /// The registration modes to time, as nccl-tests' `-R` (flattened into a
@@ -250,15 +268,15 @@ pub struct RegistrationArgs {
 /// symmetric windows (lesson 02).
 pub fn with_registration<T>(
     mode: u8,
-    comm: &crate::nccl::Communicator,
-    buffers: [&crate::nccl::NcclBuffer; 2],
+    comm: &common::nccl::Communicator,
+    buffers: [&common::nccl::NcclBuffer; 2],
     timed: impl FnOnce() -> Result<T>,
 ) -> Result<T> {
     match mode {
         0 => timed(),
         1 => {
             let registrations = buffers.map(|buffer| {
-                crate::setup::register(comm, buffer).context("-R 1: ncclCommRegister")
+                common::setup::register(comm, buffer).context("-R 1: ncclCommRegister")
             });
             let [send, recv] = registrations;
             let (send, recv) = (send?, recv?);
@@ -269,7 +287,7 @@ pub fn with_registration<T>(
         }
         _ => {
             let windows = buffers.map(|buffer| {
-                crate::setup::window(comm, buffer).context("-R 2: ncclCommWindowRegister")
+                common::setup::window(comm, buffer).context("-R 2: ncclCommWindowRegister")
             });
             let [send, recv] = windows;
             let (send, recv) = (send?, recv?);
@@ -300,7 +318,7 @@ pub fn check_free_memory(ctx: &RankContext, needed: usize) -> Result<()> {
                 "the sweep needs {needed} bytes of buffers on GPU {}, and {free} are free",
                 ctx.device()
             ),
-            "use a smaller --max-bytes",
+            "use a smaller --max-bytes, or fewer --iters (every timed operation has a region of its own)",
         )
         .into())
     } else {
@@ -389,17 +407,6 @@ mod tests {
         let s = Sample::new(128 << 20, 470e-6, 1.0, 0);
         assert!((s.busbw - 285.6).abs() < 0.1, "{s:?}");
         assert_eq!(s.time_us, 470.0);
-    }
-
-    #[test]
-    fn sizes_parse_with_binary_suffixes() {
-        assert_eq!(parse_size("8"), Ok(8));
-        assert_eq!(parse_size("1K"), Ok(1024));
-        assert_eq!(parse_size("256M"), Ok(256 << 20));
-        assert_eq!(parse_size("1g"), Ok(1 << 30));
-        assert!(parse_size("0").unwrap_err().contains("at least 1 byte"));
-        assert!(parse_size("lots").unwrap_err().contains("not a size"));
-        assert!(parse_size("99999999999999999999G").is_err());
     }
 
     #[test]

@@ -8,7 +8,7 @@ use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
 use super::{size_label, Collective, Sample, SweepArgs};
-use crate::RankContext;
+use common::RankContext;
 
 /// One size of one series: out of place, and in place where the operation has one.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -52,16 +52,16 @@ impl Machine {
         ctx: &RankContext,
         gpu: &std::sync::Arc<cudarc::driver::CudaContext>,
     ) -> Result<Self> {
-        let nccl = crate::nccl::loaded_nccl()?;
+        let nccl = common::nccl::loaded_nccl()?;
         let driver =
-            crate::preflight::probe_driver().map_err(|e| anyhow::anyhow!("{}", e.reason))?;
+            common::preflight::probe_driver().map_err(|e| anyhow::anyhow!("{}", e.reason))?;
         Ok(Self {
             device: gpu.name().context("cuDeviceGetName")?,
             driver: driver.version_text(),
             nccl_version: nccl.version.to_string(),
             nccl_path: nccl.path.display().to_string(),
             ranks: ctx.size(),
-            launch: crate::launch_mode().into(),
+            launch: common::launch_mode().into(),
             host: host_name(),
             date: utc_now(),
         })
@@ -98,12 +98,13 @@ impl Report {
         let mut out = String::new();
         let _ = writeln!(
             out,
-            "# {}: {} of {} ({}), {} ranks ({}), {}",
+            "# {}: {} of {} ({}), {} rank{} ({}), {}",
             self.benchmark,
             self.collective_name(),
             self.datatype,
             self.redop,
             m.ranks,
+            common::plural(m.ranks),
             m.launch,
             m.device
         );
@@ -221,8 +222,14 @@ impl Report {
             root.fill(&WHITE)?;
             let m = &self.machine;
             let title = format!(
-                "{}: {} ranks ({}), {}, NCCL {}, {}",
-                self.benchmark, m.ranks, m.launch, m.device, m.nccl_version, m.date
+                "{}: {} rank{} ({}), {}, NCCL {}, {}",
+                self.benchmark,
+                m.ranks,
+                common::plural(m.ranks),
+                m.launch,
+                m.device,
+                m.nccl_version,
+                m.date
             );
             let root = root.titled(&title, ("sans-serif", 18))?;
             let (left, right) = root.split_horizontally(600);

@@ -1,13 +1,13 @@
 //! Draws a benchmark's `--json` report again as an SVG, on any machine:
 //!
 //! ```text
-//! cargo run -p common --example replot -- runs/2026-11-22/call7/02-threads.json ar.svg
+//! cargo run -p bench --example replot -- runs/2026-11-22/call7/02-threads.json ar.svg
 //! ```
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use common::bench::report::Report;
+use bench::report::Report;
 
 fn main() -> ExitCode {
     let args: Vec<PathBuf> = std::env::args_os().skip(1).map(PathBuf::from).collect();

@@ -1,5 +1,8 @@
-//! Helpers for the lessons' tests: finding and running the lesson binaries,
-//! reading the README's expected transcript and walk-through, comparing output.
+//! Test support, a dev-dependency of every crate: finding and running the
+//! lesson binaries, reading the README's expected transcript and walk-through,
+//! comparing output, and driving the fault matrix's cases.
+//!
+//! Nothing here runs in a lesson; a lesson's own code needs only `common`.
 //!
 //! Transcripts in a README are fenced blocks that follow a marker line
 //! `<!-- transcript: N ranks -->`. In them `[..]` stands for any text within
@@ -46,6 +49,13 @@ pub fn gpu_ranks() -> usize {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(2)
+}
+
+/// Is this an MPI build (`--features mpi`)? Asked of `common` at run time:
+/// the lesson under test and this crate share the one `common` of the build,
+/// so its launch mode is the lesson's.
+pub fn mpi_build() -> bool {
+    common::launch_mode() == "mpi"
 }
 
 /// `mpirun -np N <program>`, allowed to run as root and to oversubscribe (CI
@@ -295,10 +305,10 @@ pub fn dead_pid() -> u32 {
 }
 
 /// The name of a directory that a process of this host, now gone, made with
-/// `prefix` (see [`cleanup::owner_prefix`](crate::cleanup::owner_prefix)):
+/// `prefix` (see [`cleanup::owner_prefix`](common::cleanup::owner_prefix)):
 /// what a killed run leaves behind.
 pub fn stale_dir_name(prefix: &str) -> String {
-    let mine = crate::cleanup::owner_prefix(prefix);
+    let mine = common::cleanup::owner_prefix(prefix);
     let this_host = mine.trim_end_matches(&format!("{}-", std::process::id()));
     format!("{this_host}{}-AbC123", dead_pid())
 }
@@ -306,7 +316,7 @@ pub fn stale_dir_name(prefix: &str) -> String {
 /// What rank `rank` of `ranks` says when Ctrl-C stops it: in thread mode the
 /// process gets SIGINT; under mpirun, mpirun gets it and sends the ranks SIGTERM.
 pub fn stopped_by_ctrl_c(rank: usize, ranks: usize) -> String {
-    let signal = if cfg!(feature = "mpi") {
+    let signal = if mpi_build() {
         "SIGTERM"
     } else {
         "SIGINT (Ctrl-C)"
@@ -425,7 +435,7 @@ impl FaultEnd {
 /// The marker before a README's transcript for `ranks` ranks:
 /// `<!-- transcript: 2 ranks -->`, `<!-- transcript: 1 rank -->`.
 pub fn transcript_marker(ranks: usize) -> String {
-    format!("<!-- transcript: {ranks} rank{} -->", crate::plural(ranks))
+    format!("<!-- transcript: {ranks} rank{} -->", common::plural(ranks))
 }
 
 /// The expected transcript for `ranks` ranks: the fenced block after
@@ -604,8 +614,8 @@ pub fn describe(out: &Output) -> String {
 #[macro_export]
 macro_rules! lesson_tests {
     ($name:literal) => {
-        fn lesson() -> $crate::testing::LessonUnderTest {
-            $crate::testing::LessonUnderTest::new(
+        fn lesson() -> $crate::LessonUnderTest {
+            $crate::LessonUnderTest::new(
                 $name,
                 env!(concat!("CARGO_BIN_EXE_", $name)),
                 env!("CARGO_MANIFEST_DIR"),
@@ -625,7 +635,7 @@ macro_rules! lesson_tests {
         #[test]
         #[ignore = "needs 2 GPUs"]
         fn transcript_matches_the_readme() {
-            lesson().assert_transcript($crate::testing::gpu_ranks(), &[]);
+            lesson().assert_transcript($crate::gpu_ranks(), &[]);
         }
 
         #[test]
@@ -673,7 +683,7 @@ impl LessonUnderTest {
     /// A command for the lesson with `ranks` ranks: `NTHREADS=ranks lesson` in
     /// a thread-mode build, `mpirun -np ranks lesson` in an MPI build.
     pub fn command(&self, ranks: usize) -> Command {
-        if cfg!(feature = "mpi") {
+        if mpi_build() {
             mpirun(ranks, &self.binary)
         } else {
             let mut cmd = Command::new(&self.binary);
@@ -703,7 +713,7 @@ impl LessonUnderTest {
         let mut cmd = self.command(ranks);
         cmd.args(args);
         if let Some(fault) = fault {
-            cmd.env(crate::fault::VARIABLE, fault);
+            cmd.env(common::fault::VARIABLE, fault);
         }
         fault_case(&mut cmd, trigger, disturb, Duration::from_secs(300), watch)
     }
@@ -724,7 +734,7 @@ impl LessonUnderTest {
                 transcript_marker(ranks)
             )
         });
-        let expected = if cfg!(feature = "mpi") {
+        let expected = if mpi_build() {
             as_mpi_transcript(&expected)
         } else {
             expected
@@ -761,14 +771,14 @@ impl LessonUnderTest {
     /// More ranks than GPUs (one more than this machine has): exit 2 with the
     /// count and the fix, before any NCCL call, within 5 s also under mpirun.
     pub fn assert_more_ranks_than_gpus_exits_2(&self) {
-        let gpus = crate::preflight::probe_driver().map_or(0, |driver| driver.gpus);
+        let gpus = common::preflight::probe_driver().map_or(0, |driver| driver.gpus);
         let ranks = gpus + 1;
         let start = Instant::now();
         let out = self.run(ranks, &[], Duration::from_secs(120));
         let elapsed = start.elapsed();
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{}: {stderr}", self.name);
-        let reason = if cfg!(feature = "mpi") {
+        let reason = if mpi_build() {
             format!("{ranks} MPI processes share this node")
         } else {
             format!("NTHREADS={ranks} asks for {ranks} ranks")
@@ -837,7 +847,7 @@ impl LessonUnderTest {
         args: &[&str],
         series: usize,
         rows: usize,
-    ) -> crate::bench::report::Report {
+    ) -> bench::report::Report {
         // A private directory (tempfile creates it 0700 with a random name).
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("a temporary directory: {e}"));
         let json = dir.path().join(format!("{}.json", self.name));
@@ -845,7 +855,7 @@ impl LessonUnderTest {
         let mut all: Vec<&str> = args.to_vec();
         all.extend(["--json", &json_arg]);
         let (stdout, stderr) = self.run_to_success(ranks, &all);
-        let report = crate::bench::report::Report::read_json(&json)
+        let report = bench::report::Report::read_json(&json)
             .unwrap_or_else(|e| panic!("{}: {e:#}\n{stdout}", self.name));
         assert_eq!(report.machine.ranks, ranks);
         assert_eq!(report.series.len(), series, "{stdout}");
@@ -860,6 +870,48 @@ impl LessonUnderTest {
             }
         }
         report
+    }
+
+    /// Runs a benchmark's stress mode (`--stress N` among `args`) and checks
+    /// its table: exit 0, `rows` rows of `ops` operations each, and not a
+    /// single wrong element. Returns the table.
+    pub fn assert_stress_clean(
+        &self,
+        ranks: usize,
+        args: &[&str],
+        ops: usize,
+        rows: usize,
+    ) -> String {
+        let (stdout, stderr) = self.run_to_success(ranks, args);
+        let table: Vec<&str> = stdout
+            .lines()
+            .skip_while(|line| !line.starts_with("#   series"))
+            .skip(1)
+            .take_while(|line| !line.starts_with("# wrong elements"))
+            .collect();
+        assert_eq!(
+            table.len(),
+            rows,
+            "{}: rows of the stress table:\n{stdout}",
+            self.name
+        );
+        for row in &table {
+            // The last three columns: operations, and wrong elements out of
+            // place and in place (a series' name may hold a space: "-R 2").
+            let fields: Vec<&str> = row.split_whitespace().collect();
+            assert_eq!(
+                fields.get(fields.len().saturating_sub(3)..),
+                Some(&[ops.to_string().as_str(), "0", "0"][..]),
+                "{}: {row}\n{stderr}",
+                self.name
+            );
+        }
+        assert!(
+            stdout.contains("# wrong elements in all: 0\n"),
+            "{}: {stdout}\n{stderr}",
+            self.name
+        );
+        stdout
     }
 }
 
@@ -944,7 +996,12 @@ mod tests {
         let result = std::panic::catch_unwind(|| {
             run_with_timeout(Command::new("sleep").arg("10"), Duration::from_millis(200));
         });
-        let message = crate::error::panic_message(&*result.unwrap_err());
+        let panic = result.unwrap_err();
+        let message = panic
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_default();
         assert!(message.contains("did not finish"), "{message}");
     }
 }

@@ -1,0 +1,253 @@
+//! The AllReduce benchmarks' data, written and checked on the GPU by the
+//! kernels of `kernels/data.cu`.
+//!
+//! Every timed operation has its own input and output region, and every
+//! region is checked (see [`crate::allreduce`]). At 512 MB a trial of 20
+//! operations touches 21 regions of each buffer: 10 GB to draw, copy up,
+//! copy back and compare on the host, longer than the trial itself. So the
+//! data are drawn and checked where they are, at the GPU's memory speed.
+//! The kernels were compiled once to PTX (`kernels/make-ptx`); the driver
+//! compiles that PTX for the GPU when [`DataKernels::load`] runs, so the
+//! benchmarks need no CUDA toolkit.
+
+use std::ffi::{c_void, CString};
+
+use anyhow::{Context, Result};
+use cudarc::driver::{result as cu, sys as cu_sys, CudaStream};
+
+/// The kernels' source, for the test that checks the PTX was made from it.
+pub const SOURCE: &str = include_str!("../kernels/data.cu");
+/// `kernels/data.ptx`: `SOURCE` compiled by `kernels/make-ptx`.
+pub const PTX: &str = include_str!("../kernels/data.ptx");
+
+/// A NaN, written over every output before it is computed: it equals
+/// nothing, so an element the operation did not write cannot pass the check.
+pub const POISON: u32 = 0x7fc0_0bad;
+
+/// Threads per block of the data kernels; their grids stride over the data.
+const THREADS: u32 = 256;
+/// At most this many blocks: enough to keep the memory busy, few enough that
+/// a tiny region is not spread over idle blocks.
+const MAX_BLOCKS: u64 = 4096;
+
+/// The module of `data.ptx` and its three kernels, loaded into the current
+/// context, with the two words the check writes its result into.
+pub struct DataKernels {
+    module: cu_sys::CUmodule,
+    fill: cu_sys::CUfunction,
+    check: cu_sys::CUfunction,
+    spin: cu_sys::CUfunction,
+    /// `[wrong elements, smallest wrong index]` on the device.
+    result: cu_sys::CUdeviceptr,
+}
+
+// The handles are plain driver handles, used from the rank's own thread.
+unsafe impl Send for DataKernels {}
+
+/// What [`DataKernels::check`] found in one region.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Checked {
+    pub wrong: u64,
+    /// The first wrong element's index, if any was wrong.
+    pub first: Option<u64>,
+}
+
+impl DataKernels {
+    /// Loads the PTX into the context current on this thread (the rank's GPU).
+    pub fn load() -> Result<Self> {
+        let ptx = CString::new(PTX).context("data.ptx holds a NUL byte")?;
+        // SAFETY: a context is current; `ptx` is NUL-terminated PTX text that
+        // outlives the call (the driver compiles it before returning).
+        let module = unsafe { cu::module::load_data(ptx.as_ptr().cast()) }
+            .context("cuModuleLoadData (the benchmarks' data kernels, data.ptx)")?;
+        let function = |name: &str| {
+            // SAFETY: the module was just loaded.
+            unsafe { cu::module::get_function(module, CString::new(name)?) }
+                .with_context(|| format!("cuModuleGetFunction({name})"))
+        };
+        let (fill, check, spin) = (
+            function("fill_input")?,
+            function("check_sum")?,
+            function("spin")?,
+        );
+        let result = unsafe { cu::malloc_sync(16) }.context("cuMemAlloc (the check's result)")?;
+        Ok(Self {
+            module,
+            fill,
+            check,
+            spin,
+            result,
+        })
+    }
+
+    /// Writes `value(seed, rank, i)` for `i < count` at device address `at`.
+    pub fn fill(
+        &self,
+        at: u64,
+        count: usize,
+        seed: u64,
+        rank: usize,
+        stream: &CudaStream,
+    ) -> Result<()> {
+        let (mut at, mut count, mut seed, mut rank) = (at, count as u64, seed, rank as u32);
+        let mut params = [
+            (&mut at as *mut u64).cast::<c_void>(),
+            (&mut count as *mut u64).cast(),
+            (&mut seed as *mut u64).cast(),
+            (&mut rank as *mut u32).cast(),
+        ];
+        // SAFETY: `at` holds `count` floats (the caller's region); the
+        // parameters match fill_input's (float*, u64, u64, u32).
+        unsafe { launch(self.fill, grid(count), stream, &mut params) }.context("fill_input")
+    }
+
+    /// NaN ([`POISON`]) over `count` floats at `at`.
+    pub fn poison(&self, at: u64, count: usize, stream: &CudaStream) -> Result<()> {
+        // SAFETY: `at` holds `count` floats; cuMemsetD32 wants 4-byte
+        // alignment, which float data has.
+        unsafe { cu_sys::cuMemsetD32Async(at, POISON, count, stream.cu_stream()) }
+            .result()
+            .context("cuMemsetD32Async (poison)")
+    }
+
+    /// Counts the floats at `at` that differ from the sum over `ranks` ranks
+    /// of `value(seed, r, i)`, in stream order, and waits for the answer.
+    pub fn check(
+        &self,
+        at: u64,
+        count: usize,
+        seed: u64,
+        ranks: usize,
+        stream: &CudaStream,
+    ) -> Result<Checked> {
+        let start = [0u64, u64::MAX];
+        // SAFETY: `result` holds two words; `start` is read before the call returns.
+        unsafe { cu::memcpy_htod_async(self.result, &start[..], stream.cu_stream()) }
+            .context("cuMemcpyHtoDAsync (reset the check)")?;
+        let (mut at, mut count_words, mut seed, mut ranks, mut result) =
+            (at, count as u64, seed, ranks as u32, self.result);
+        let mut params = [
+            (&mut at as *mut u64).cast::<c_void>(),
+            (&mut count_words as *mut u64).cast(),
+            (&mut seed as *mut u64).cast(),
+            (&mut ranks as *mut u32).cast(),
+            (&mut result as *mut u64).cast(),
+        ];
+        // SAFETY: `at` holds `count` floats; the parameters match check_sum's
+        // (const float*, u64, u64, u32, u64*).
+        unsafe { launch(self.check, grid(count_words), stream, &mut params) }
+            .context("check_sum")?;
+        let mut found = [0u64; 2];
+        // SAFETY: we wait for the stream before reading `found`.
+        unsafe { cu::memcpy_dtoh_async(&mut found[..], self.result, stream.cu_stream()) }
+            .context("cuMemcpyDtoHAsync (the check's result)")?;
+        stream.synchronize().context("wait for the check")?;
+        Ok(Checked {
+            wrong: found[0],
+            first: (found[0] > 0).then_some(found[1]),
+        })
+    }
+
+    /// One thread spins for `nanoseconds` on the GPU's clock, in stream order.
+    pub fn spin(&self, nanoseconds: u64, stream: &CudaStream) -> Result<()> {
+        let mut nanoseconds = nanoseconds;
+        let mut params = [(&mut nanoseconds as *mut u64).cast::<c_void>()];
+        // SAFETY: spin takes one u64.
+        unsafe {
+            cu::launch_kernel(
+                self.spin,
+                (1, 1, 1),
+                (1, 1, 1),
+                0,
+                stream.cu_stream(),
+                &mut params,
+            )
+        }
+        .context("spin")
+    }
+}
+
+impl Drop for DataKernels {
+    fn drop(&mut self) {
+        // SAFETY: allocated and loaded in `load`, not used after this.
+        unsafe {
+            if let Err(err) = cu::free_sync(self.result) {
+                eprintln!("warning: cleanup: cuMemFree: {err}");
+            }
+            if let Err(err) = cu::module::unload(self.module) {
+                eprintln!("warning: cleanup: cuModuleUnload: {err}");
+            }
+        }
+    }
+}
+
+/// Blocks for `count` elements: one per `THREADS` elements, at most `MAX_BLOCKS`.
+fn grid(count: u64) -> u32 {
+    count.div_ceil(u64::from(THREADS)).clamp(1, MAX_BLOCKS) as u32
+}
+
+/// # Safety
+/// `params` must match the kernel's parameters, one pointer per parameter.
+unsafe fn launch(
+    kernel: cu_sys::CUfunction,
+    blocks: u32,
+    stream: &CudaStream,
+    params: &mut [*mut c_void],
+) -> Result<()> {
+    cu::launch_kernel(
+        kernel,
+        (blocks, 1, 1),
+        (THREADS, 1, 1),
+        0,
+        stream.cu_stream(),
+        params,
+    )
+    .context("cuLaunchKernel")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sha2::{Digest, Sha256};
+
+    #[test]
+    fn the_ptx_was_made_from_the_source_as_it_is() {
+        let recorded = PTX
+            .lines()
+            .next()
+            .and_then(|line| line.strip_prefix("// data.cu sha256 "))
+            .expect("data.ptx starts with the sha256 of data.cu");
+        let actual: String = Sha256::digest(SOURCE.as_bytes())
+            .iter()
+            .map(|byte| format!("{byte:02x}"))
+            .collect();
+        assert_eq!(
+            recorded, actual,
+            "data.cu changed since data.ptx was made: run bench/kernels/make-ptx"
+        );
+    }
+
+    #[test]
+    fn the_ptx_loads_on_every_cuda_12_3_driver() {
+        // NVRTC 12.3 writes ISA 8.3; a newer NVRTC writes what older drivers refuse.
+        assert!(
+            PTX.contains("\n.version 8.3\n"),
+            "regenerate with make-ptx (NVRTC 12.3)"
+        );
+        assert!(PTX.contains("\n.target sm_70\n"));
+        for kernel in ["fill_input", "check_sum", "spin"] {
+            assert!(
+                PTX.contains(&format!(".entry {kernel}(")),
+                "{kernel} is in data.ptx"
+            );
+        }
+    }
+
+    #[test]
+    fn grids_cover_small_and_large_regions() {
+        assert_eq!(grid(0), 1);
+        assert_eq!(grid(2), 1);
+        assert_eq!(grid(257), 2);
+        assert_eq!(grid(10 << 30), MAX_BLOCKS as u32);
+    }
+}
