@@ -3,7 +3,8 @@
 //! Lesson 01 again, with one change and its teardown: the buffers are
 //! registered as *symmetric windows* (`ncclCommWindowRegister` with
 //! `NCCL_WIN_COLL_SYMMETRIC`) instead of with `ncclCommRegister` (Step 4), and
-//! deregistered with `ncclCommWindowDeregister` (Step 8).
+//! deregistered with `ncclCommWindowDeregister` (Step 9); Step 8 finds out
+//! from NCCL's own log whether it ran its symmetric kernel on them.
 //!
 //! Why it matters: a window registration is collective. Every rank registers
 //! a buffer of the same size, and NCCL maps all of them into one address range

@@ -61,13 +61,14 @@ where
     // The tests' fault hook is checked like an option (see fault.rs).
     let checked = check(&cli.lesson).and_then(|()| crate::fault::check_request());
     if let Err(problem) = checked {
-        eprintln!(
-            "error: {}: {}{}",
-            lesson.name,
-            problem.reason,
-            crate::error::fix_lines(&problem.fix, "  ")
-        );
-        return ExitCode::from(crate::EXIT_CANNOT_RUN);
+        return refuse(lesson, &problem);
+    }
+    // NCCL from pip or NCCL_HOME: re-executes with a private libnccl.so link
+    // when cudarc would not find it (see nccl_path.rs). Before anything starts.
+    if matches!(lesson.needs, crate::preflight::Needs::GpuAndNccl { .. }) {
+        if let Err(problem) = crate::nccl_path::reexec_with_pip_nccl() {
+            return refuse(lesson, &problem);
+        }
     }
     // Before any thread starts, ours or a library's: see signals.rs.
     crate::signals::stop_on_signals();
@@ -77,4 +78,15 @@ where
     #[cfg(feature = "mpi")]
     let code = crate::mpi_launch::start(lesson, cli.launch, |ctx| body(ctx, &cli.lesson));
     ExitCode::from(code)
+}
+
+/// Says why `lesson` cannot run as asked, with the fix; exit code 2.
+fn refuse(lesson: &Lesson, problem: &CannotRun) -> ExitCode {
+    eprintln!(
+        "error: {}: {}{}",
+        lesson.name,
+        problem.reason,
+        crate::error::fix_lines(&problem.fix, "  ")
+    );
+    ExitCode::from(crate::EXIT_CANNOT_RUN)
 }

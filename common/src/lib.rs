@@ -39,6 +39,7 @@ mod lesson;
 #[cfg(feature = "mpi")]
 mod mpi_launch;
 pub mod nccl;
+pub mod nccl_path;
 pub mod preflight;
 mod rank;
 pub mod setup;

@@ -252,7 +252,7 @@ pub fn probe_nccl(names: &[String], runtime_names: &[String]) -> NcclProbe {
             Err(error) if !is_not_found(name, &error) && broken.is_none() => {
                 broken = Some(NcclProbe::Broken {
                     name: name.clone(),
-                    path: loader_search(name),
+                    path: crate::nccl_path::loader_search(name),
                     error,
                 });
             }
@@ -316,10 +316,13 @@ impl NcclProbe {
                 ))
             }
             NcclProbe::Missing => Err(CannotRun::new(
-                "NCCL not found: the dynamic loader finds neither libnccl.so nor libnccl.so.2",
+                "NCCL not found: the dynamic loader finds neither libnccl.so nor libnccl.so.2, and no pip wheel \
+                 of it is in NCCL_HOME, the active Python environment or ~/.local",
                 format!(
-                    "install NCCL {min} or newer (e.g. apt install libnccl2 libnccl-dev from NVIDIA's CUDA repository)\n\
-                     and make sure its directory is on LD_LIBRARY_PATH or in the loader cache"
+                    "install NCCL {min} or newer, either way:\n\
+                     pip install nvidia-nccl-cu13    (in the Python environment you run from; -cu12 for CUDA 12)\n\
+                     apt install libnccl2 libnccl-dev    (from NVIDIA's CUDA repository)\n\
+                     or point NCCL_HOME at an NCCL whose lib/ holds libnccl.so.2"
                 ),
             )),
         }
@@ -332,44 +335,6 @@ impl NcclProbe {
 /// there and broken, which is a different problem with a different fix.
 fn is_not_found(name: &str, error: &str) -> bool {
     error.contains(&format!("{name}: cannot open shared object file"))
-}
-
-/// The file the loader finds for `name`, searched as it searches: a name with
-/// a slash is a path; otherwise `LD_LIBRARY_PATH`, the directories listed in
-/// `/etc/ld.so.conf.d/*.conf`, then the default ones. `None` if no such file
-/// exists there. Used only to say *which* file failed to load.
-fn loader_search(name: &str) -> Option<PathBuf> {
-    if name.contains('/') {
-        return Some(PathBuf::from(name));
-    }
-    let mut dirs: Vec<PathBuf> = std::env::var_os("LD_LIBRARY_PATH")
-        .map(|paths| std::env::split_paths(&paths).collect())
-        .unwrap_or_default();
-    if let Ok(entries) = std::fs::read_dir("/etc/ld.so.conf.d") {
-        let mut confs: Vec<PathBuf> = entries.filter_map(|e| Some(e.ok()?.path())).collect();
-        confs.sort();
-        for conf in confs
-            .iter()
-            .filter(|p| p.extension() == Some(OsStr::new("conf")))
-        {
-            let text = std::fs::read_to_string(conf).unwrap_or_default();
-            dirs.extend(
-                text.lines()
-                    .map(str::trim)
-                    .filter(|line| line.starts_with('/'))
-                    .map(PathBuf::from),
-            );
-        }
-    }
-    dirs.extend(
-        ["/lib64", "/usr/lib64", "/lib", "/usr/lib"]
-            .iter()
-            .map(PathBuf::from),
-    );
-    dirs.into_iter()
-        .map(|dir| dir.join(name))
-        .find(|candidate| candidate.is_file())
-        .map(|found| found.canonicalize().unwrap_or(found))
 }
 
 fn load_nccl(name: &str) -> Result<(libloading::Library, NcclLibrary), String> {
@@ -595,8 +560,9 @@ mod tests {
     fn the_loader_search_names_the_file_it_would_load() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("libx.so");
-        assert_eq!(loader_search(&path.display().to_string()), Some(path));
-        assert_eq!(loader_search("libnothing_by_this_name_for_test.so"), None);
+        let search = crate::nccl_path::loader_search;
+        assert_eq!(search(&path.display().to_string()), Some(path));
+        assert_eq!(search("libnothing_by_this_name_for_test.so"), None);
     }
 
     #[test]

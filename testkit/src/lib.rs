@@ -919,6 +919,13 @@ fn read(path: &Path) -> String {
     std::fs::read_to_string(path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()))
 }
 
+/// Does NCCL load here under cudarc's names? Tests of finding NCCL elsewhere
+/// (a pip wheel, `NCCL_HOME`) need a machine where it does not.
+pub fn nccl_present() -> bool {
+    // SAFETY: only dlopen()s and closes the candidate names.
+    unsafe { cudarc::nccl::sys::is_culib_present() }
+}
+
 /// Is a CUDA driver loadable here? Tests about GPU-less machines check this.
 pub fn cuda_driver_present() -> bool {
     // SAFETY: only dlopen()s and closes the candidate names.

@@ -1,0 +1,410 @@
+//! NCCL from pip or from `NCCL_HOME`, with no symlink to make and no
+//! `LD_LIBRARY_PATH` to set.
+//!
+//! cudarc opens NCCL by name, as `libnccl.so` (and a few other names, none of
+//! them `libnccl.so.2`), and takes no path. A pip wheel (`pip install
+//! nvidia-nccl-cu13`) and NCCL's runtime packages ship only `libnccl.so.2`,
+//! and a wheel's directory is not on the loader path. The loader reads
+//! `LD_LIBRARY_PATH` once, when the program starts, so setting it later does
+//! nothing. So when `libnccl.so` does not load, the launcher looks for a
+//! `libnccl.so.2` where `NCCL_HOME`, the active Python environment, `pip
+//! install --user` or the loader path put it, and if it finds one it
+//! re-executes the program once, before anything else has started, with a
+//! private directory (mode 0700, this user's) first on `LD_LIBRARY_PATH`
+//! that holds one link, `libnccl.so` -> that file. The re-executed program
+//! loads NCCL through the link first thing, keeps it loaded, and removes the
+//! directory. Under `mpirun` every process does the
+//! same for itself; `exec` keeps its pid, which is all the MPI launcher knows.
+//!
+//! Nothing is loaded from a directory that another user can write: a
+//! library found there is refused with exit code 2.
+
+use std::ffi::{OsStr, OsString};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+
+use crate::CannotRun;
+
+/// Set in the re-executed program: the private directory that holds the
+/// `libnccl.so` link.
+pub const LINK_DIR_VARIABLE: &str = "SYMMEM_NCCL_LINK_DIR";
+/// The start of the private directory's name (see `cleanup::owner_prefix`).
+const LINK_DIR_PREFIX: &str = "symmem-nccl-";
+
+/// The environment variables that steer the search, captured once so that the
+/// search is a pure function the tests can drive.
+#[derive(Debug, Clone, Default)]
+pub struct Env {
+    pub nccl_home: Option<OsString>,
+    pub virtual_env: Option<OsString>,
+    pub conda_prefix: Option<OsString>,
+    pub path: Option<OsString>,
+    pub home: Option<OsString>,
+}
+
+impl Env {
+    pub fn from_process() -> Self {
+        let var = |name| std::env::var_os(name).filter(|v| !v.is_empty());
+        Self {
+            nccl_home: var("NCCL_HOME"),
+            virtual_env: var("VIRTUAL_ENV"),
+            conda_prefix: var("CONDA_PREFIX"),
+            path: var("PATH"),
+            home: var("HOME"),
+        }
+    }
+}
+
+/// A `libnccl.so.2` that exists, and where it was found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Candidate {
+    pub library: PathBuf,
+    /// How it was found, for messages: "NCCL_HOME", "the Python environment
+    /// /home/me/venv", ...
+    pub through: String,
+}
+
+/// Where a `libnccl.so.2` is looked for, in order, keeping those that exist:
+/// `$NCCL_HOME/lib`; the `nvidia/nccl/lib` directory of a pip wheel in the
+/// site-packages of `$VIRTUAL_ENV`, of `$CONDA_PREFIX`, of every `python3` on
+/// `$PATH` (its prefix and `<prefix>/local`), and of `pip install --user`
+/// (`~/.local`).
+pub fn candidates(env: &Env) -> Vec<Candidate> {
+    let mut found = Vec::new();
+    if let Some(home) = &env.nccl_home {
+        found.push(Candidate {
+            library: Path::new(home).join("lib/libnccl.so.2"),
+            through: format!("NCCL_HOME={}", Path::new(home).display()),
+        });
+    }
+    let mut prefixes: Vec<(PathBuf, String)> = Vec::new();
+    if let Some(venv) = &env.virtual_env {
+        let venv = PathBuf::from(venv);
+        prefixes.push((
+            venv.clone(),
+            format!("the Python environment {}", venv.display()),
+        ));
+    }
+    if let Some(conda) = &env.conda_prefix {
+        let conda = PathBuf::from(conda);
+        prefixes.push((
+            conda.clone(),
+            format!("the conda environment {}", conda.display()),
+        ));
+    }
+    if let Some(path) = &env.path {
+        for dir in std::env::split_paths(path) {
+            if dir.join("python3").is_file() {
+                if let Some(prefix) = dir.parent() {
+                    let about = format!("the Python of {}", dir.join("python3").display());
+                    prefixes.push((prefix.to_path_buf(), about.clone()));
+                    prefixes.push((prefix.join("local"), about));
+                }
+            }
+        }
+    }
+    if let Some(home) = &env.home {
+        prefixes.push((Path::new(home).join(".local"), "pip install --user".into()));
+    }
+    for (prefix, through) in prefixes {
+        for library in wheel_libraries(&prefix) {
+            found.push(Candidate {
+                library,
+                through: through.clone(),
+            });
+        }
+    }
+    found.retain(|c| c.library.is_file());
+    let mut seen = std::collections::HashSet::new();
+    found.retain(|c| seen.insert(c.library.canonicalize().unwrap_or(c.library.clone())));
+    found
+}
+
+/// `<prefix>/lib/python3*/{site,dist}-packages/nvidia/nccl/lib/libnccl.so.2`,
+/// newest Python first.
+fn wheel_libraries(prefix: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(prefix.join("lib")) else {
+        return Vec::new();
+    };
+    let mut pythons: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().starts_with("python3"))
+        .map(|e| e.path())
+        .collect();
+    pythons.sort();
+    pythons.reverse();
+    pythons
+        .iter()
+        .flat_map(|python| {
+            ["site-packages", "dist-packages"]
+                .map(|packages| python.join(packages).join("nvidia/nccl/lib/libnccl.so.2"))
+        })
+        .collect()
+}
+
+/// Can another user write `path` or its directory? Then what is loaded from
+/// it is not only ours to decide. A directory that is sticky and owned by
+/// root (`/tmp`) still lets others replace only their own files, so only the
+/// file and the directory that holds it are asked about: both must belong to
+/// this user or to root and be writable by no one else.
+pub fn writable_by_others(path: &Path) -> Option<PathBuf> {
+    // SAFETY: geteuid cannot fail.
+    let me = unsafe { libc::geteuid() };
+    let dir = path.parent().unwrap_or(Path::new("/"));
+    [path, dir].into_iter().find_map(|p| {
+        let meta = std::fs::metadata(p).ok()?;
+        let others_write = meta.permissions().mode() & 0o022 != 0;
+        let owner_ok = meta.uid() == me || meta.uid() == 0;
+        (others_write || !owner_ok).then(|| p.to_path_buf())
+    })
+}
+
+/// The file the loader finds for `name`, searched as it searches: a name with
+/// a slash is a path; otherwise `LD_LIBRARY_PATH`, the directories listed in
+/// `/etc/ld.so.conf.d/*.conf`, then the default ones. `None` if no such file
+/// exists there. Used only to say *which* file failed to load.
+pub fn loader_search(name: &str) -> Option<PathBuf> {
+    if name.contains('/') {
+        return Some(PathBuf::from(name));
+    }
+    let mut dirs: Vec<PathBuf> = std::env::var_os("LD_LIBRARY_PATH")
+        .map(|paths| std::env::split_paths(&paths).collect())
+        .unwrap_or_default();
+    if let Ok(entries) = std::fs::read_dir("/etc/ld.so.conf.d") {
+        let mut confs: Vec<PathBuf> = entries.filter_map(|e| Some(e.ok()?.path())).collect();
+        confs.sort();
+        for conf in confs
+            .iter()
+            .filter(|p| p.extension() == Some(OsStr::new("conf")))
+        {
+            let text = std::fs::read_to_string(conf).unwrap_or_default();
+            dirs.extend(
+                text.lines()
+                    .map(str::trim)
+                    .filter(|line| line.starts_with('/'))
+                    .map(PathBuf::from),
+            );
+        }
+    }
+    dirs.extend(
+        ["/lib64", "/usr/lib64", "/lib", "/usr/lib"]
+            .iter()
+            .map(PathBuf::from),
+    );
+    dirs.into_iter()
+        .map(|dir| dir.join(name))
+        .find(|candidate| candidate.is_file())
+        .map(|found| found.canonicalize().unwrap_or(found))
+}
+
+/// Called by the launcher first, before any thread or library starts: if
+/// NCCL does not load as cudarc loads it but a `libnccl.so.2` is found (see
+/// [`candidates`]; then the loader path), re-executes this program with a
+/// private `libnccl.so` link first on `LD_LIBRARY_PATH`. Returns only when it
+/// did not re-execute: nothing to do, already re-executed, nothing found (the
+/// preflight then says what to install), or the exec failed (a warning; the
+/// preflight reports what it finds). A library that other users can write is
+/// refused.
+pub fn reexec_with_pip_nccl() -> Result<(), CannotRun> {
+    if let Some(dir) = std::env::var_os(LINK_DIR_VARIABLE) {
+        load_through_link(Path::new(&dir));
+        return Ok(());
+    }
+    // SAFETY: only dlopen()s and closes cudarc's candidate names.
+    if unsafe { cudarc::nccl::sys::is_culib_present() } {
+        return Ok(());
+    }
+    let mut found = candidates(&Env::from_process());
+    if let Some(library) = loader_search("libnccl.so.2") {
+        found.push(Candidate {
+            library,
+            through: "the loader path (a runtime-only NCCL package)".into(),
+        });
+    }
+    let Some(candidate) = found.into_iter().next() else {
+        return Ok(());
+    };
+    if let Some(open) = writable_by_others(&candidate.library) {
+        return Err(CannotRun::new(
+            format!(
+                "NCCL found at {} (through {}), but {} can be written by other users: it is not loaded from there",
+                candidate.library.display(),
+                candidate.through,
+                open.display()
+            ),
+            "install NCCL where only you or root can write (a virtual environment of your own, or the system's packages)",
+        ));
+    }
+    let base = std::env::temp_dir();
+    crate::cleanup::remove_stale(&base, LINK_DIR_PREFIX);
+    let dir = match crate::cleanup::OwnedDir::create(&base, LINK_DIR_PREFIX) {
+        Ok(dir) => dir,
+        Err(err) => {
+            eprintln!("warning: could not make a private directory in {} for NCCL's libnccl.so link: {err}", base.display());
+            return Ok(());
+        }
+    };
+    if let Err(err) = std::os::unix::fs::symlink(&candidate.library, dir.path().join("libnccl.so"))
+    {
+        eprintln!(
+            "warning: could not link libnccl.so to {}: {err}",
+            candidate.library.display()
+        );
+        return Ok(());
+    }
+    let mut library_path = OsString::from(dir.path());
+    if let Some(old) = std::env::var_os("LD_LIBRARY_PATH").filter(|v| !v.is_empty()) {
+        library_path.push(":");
+        library_path.push(old);
+    }
+    let mut args = std::env::args_os();
+    let arg0 = args.next().unwrap_or_default();
+    let err = std::process::Command::new("/proc/self/exe")
+        .arg0(arg0)
+        .args(args)
+        .env("LD_LIBRARY_PATH", library_path)
+        .env(LINK_DIR_VARIABLE, dir.path())
+        .exec();
+    // Only reached if exec failed: the directory is removed as `dir` drops.
+    eprintln!(
+        "warning: could not re-execute with NCCL from {}: {err}",
+        candidate.library.display()
+    );
+    Ok(())
+}
+
+/// In the re-executed program: loads NCCL through the link, as cudarc will
+/// ask for it (`libnccl.so`), and keeps it loaded, so that later look-ups of
+/// that name find the loaded library without searching; then removes the
+/// private directory, if it is this user's and named as this module names
+/// them. If NCCL does not load, the directory stays for the preflight to
+/// name what is wrong, and the next run's `remove_stale` removes it.
+fn load_through_link(dir: &Path) {
+    static KEEP: std::sync::OnceLock<[libloading::Library; 2]> = std::sync::OnceLock::new();
+    let Ok(target) = std::fs::read_link(dir.join("libnccl.so")) else {
+        return;
+    };
+    // The file by its own path first, so that the loader names the library
+    // by it (the banner's "NCCL ... from <path>"), then by the link's name,
+    // which the loader sees is the same file and adds to that library's
+    // names: cudarc's later look-up of `libnccl.so` finds it loaded.
+    // SAFETY: loading NCCL runs only its ELF constructors.
+    let loaded = unsafe {
+        libloading::Library::new(&target)
+            .and_then(|by_path| Ok([by_path, libloading::Library::new("libnccl.so")?]))
+    };
+    match loaded {
+        Ok(libraries) => {
+            let _ = KEEP.set(libraries);
+        }
+        Err(_) => return,
+    }
+    let named_so = dir
+        .file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| n.starts_with(LINK_DIR_PREFIX));
+    // SAFETY: geteuid cannot fail.
+    let me = unsafe { libc::geteuid() };
+    let mine = std::fs::symlink_metadata(dir).is_ok_and(|m| m.is_dir() && m.uid() == me);
+    if named_so && mine {
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn touch(path: &Path) {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, b"").unwrap();
+    }
+
+    #[test]
+    fn nccl_home_comes_first_then_the_python_environments() {
+        let root = tempfile::tempdir().unwrap();
+        let home = root.path().join("nccl");
+        let venv = root.path().join("venv");
+        let user = root.path().join("user");
+        touch(&home.join("lib/libnccl.so.2"));
+        touch(&venv.join("lib/python3.12/site-packages/nvidia/nccl/lib/libnccl.so.2"));
+        touch(&user.join(".local/lib/python3.11/site-packages/nvidia/nccl/lib/libnccl.so.2"));
+        let env = Env {
+            nccl_home: Some(home.clone().into()),
+            virtual_env: Some(venv.clone().into()),
+            home: Some(user.clone().into()),
+            ..Env::default()
+        };
+        let found = candidates(&env);
+        let libraries: Vec<&Path> = found.iter().map(|c| c.library.as_path()).collect();
+        assert_eq!(
+            libraries,
+            [
+                home.join("lib/libnccl.so.2"),
+                venv.join("lib/python3.12/site-packages/nvidia/nccl/lib/libnccl.so.2"),
+                user.join(".local/lib/python3.11/site-packages/nvidia/nccl/lib/libnccl.so.2"),
+            ]
+        );
+        assert!(found[0].through.starts_with("NCCL_HOME="));
+        assert!(found[1].through.contains("Python environment"));
+        assert_eq!(found[2].through, "pip install --user");
+    }
+
+    #[test]
+    fn the_python_on_path_and_its_local_prefix_are_searched() {
+        let root = tempfile::tempdir().unwrap();
+        let prefix = root.path().join("usr");
+        touch(&prefix.join("bin/python3"));
+        touch(&prefix.join("local/lib/python3.11/dist-packages/nvidia/nccl/lib/libnccl.so.2"));
+        let env = Env {
+            path: Some(prefix.join("bin").into()),
+            ..Env::default()
+        };
+        let found = candidates(&env);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert!(found[0].through.contains("bin/python3"), "{found:?}");
+    }
+
+    #[test]
+    fn nothing_is_found_where_nothing_is() {
+        let root = tempfile::tempdir().unwrap();
+        let env = Env {
+            nccl_home: Some(root.path().into()),
+            virtual_env: Some(root.path().join("venv").into()),
+            home: Some(root.path().into()),
+            ..Env::default()
+        };
+        assert_eq!(candidates(&env), []);
+    }
+
+    #[test]
+    fn a_library_others_can_write_is_named() {
+        let root = tempfile::tempdir().unwrap();
+        let lib = root.path().join("lib/libnccl.so.2");
+        touch(&lib);
+        std::fs::set_permissions(
+            lib.parent().unwrap(),
+            std::fs::Permissions::from_mode(0o755),
+        )
+        .unwrap();
+        std::fs::set_permissions(&lib, std::fs::Permissions::from_mode(0o644)).unwrap();
+        assert_eq!(writable_by_others(&lib), None);
+        std::fs::set_permissions(
+            lib.parent().unwrap(),
+            std::fs::Permissions::from_mode(0o777),
+        )
+        .unwrap();
+        assert_eq!(
+            writable_by_others(&lib),
+            Some(lib.parent().unwrap().to_path_buf())
+        );
+        std::fs::set_permissions(
+            lib.parent().unwrap(),
+            std::fs::Permissions::from_mode(0o755),
+        )
+        .unwrap();
+        std::fs::set_permissions(&lib, std::fs::Permissions::from_mode(0o666)).unwrap();
+        assert_eq!(writable_by_others(&lib), Some(lib.clone()));
+    }
+}
