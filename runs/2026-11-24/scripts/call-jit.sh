@@ -4,8 +4,10 @@
 # no nvcc on PATH) and through nvcc (NCCL 2.28.3, and 2.32.3 for the side by
 # side benchmark).
 #
-# Staged on the build machine by runs/2026-11-24/scripts/stage-jit.sh and
-# ../shared/tools/gpu-bundle --features mpi. Each piece fits one call's carry
+# Staged on the build machine by runs/2026-11-24/scripts/stage-jit.sh and by
+# runs/2026-11-22/scripts/stage.sh (gpu-bundle's thread build in .gpu/bin, the
+# MPI build in .gpu/mpi; without .gpu/mpi the mpirun runs use .gpu/bin).
+# Each piece fits one call's carry
 # (64 MiB), so stage across calls made back to back while the machine is warm
 # (files under /tmp stay while it is warm):
 #   call 1: carry .jit/jit-tools.tar.gz   command: runs/2026-11-24/scripts/call-jit.sh stage

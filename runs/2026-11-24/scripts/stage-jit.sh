@@ -8,7 +8,8 @@
 #                           machine's NVRTC 13.0 from /opt/torch/.venv is used)
 #   .nccl/nccl-2.32.3.tar.xz  NCCL 2.32.3 slimmed to sm_90, with its headers and
 #                           libnccl_device.ltoir (../shared/tools/nccl-release)
-# Also build the binaries: ../shared/tools/gpu-bundle --features mpi
+# Also stage the binaries: runs/2026-11-22/scripts/stage.sh (thread build in
+# .gpu/bin, MPI build in .gpu/mpi).
 # Usage, from the project root:  runs/2026-11-24/scripts/stage-jit.sh
 set -euo pipefail
 root=$(git rev-parse --show-toplevel)
