@@ -54,6 +54,35 @@ fn nccl_in_a_directory_others_can_write_is_refused() {
     assert!(stderr.contains("can be written by other users"), "{stderr}");
 }
 
+/// `NCCL_HOME` names the NCCL to use, even where another one loads as
+/// `libnccl.so`: here a fake 2.28.3 on `LD_LIBRARY_PATH` and a fake 2.18.5 in
+/// `NCCL_HOME`; the preflight names the one in `NCCL_HOME`.
+#[test]
+fn nccl_home_overrules_the_nccl_the_loader_finds() {
+    let root = tempfile::tempdir().unwrap();
+    let (loader, home) = (root.path().join("loader"), root.path().join("home/lib"));
+    std::fs::create_dir_all(&loader).unwrap();
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::create_dir_all(root.path().join("tmp")).unwrap();
+    testkit::build_fake_nccl(&loader, "libnccl.so", 22803);
+    let chosen = testkit::build_fake_nccl(&home, "libnccl.so.2", 21805);
+    let out = testkit::run_with_timeout(
+        lesson()
+            .command(1)
+            .env("LD_LIBRARY_PATH", &loader)
+            .env("NCCL_HOME", root.path().join("home"))
+            .env("TMPDIR", root.path().join("tmp")),
+        std::time::Duration::from_secs(60),
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    let chosen = chosen.canonicalize().unwrap();
+    assert!(
+        stderr.contains(&format!("NCCL 2.18.5 ({}) is too old", chosen.display())),
+        "{stderr}"
+    );
+}
+
 /// Without the wheel, the message names pip beside apt.
 #[test]
 fn missing_nccl_names_pip_and_apt() {

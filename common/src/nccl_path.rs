@@ -19,7 +19,8 @@
 //! Nothing is loaded from a directory that another user can write: a
 //! library found there is refused with exit code 2.
 
-use std::ffi::{OsStr, OsString};
+use std::ffi::{c_void, CStr, OsStr, OsString};
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -198,10 +199,25 @@ pub fn loader_search(name: &str) -> Option<PathBuf> {
         .map(|found| found.canonicalize().unwrap_or(found))
 }
 
+/// The file of the shared object that holds `address` (a function's, say).
+pub fn library_path(address: usize) -> Option<PathBuf> {
+    // SAFETY: dladdr only compares the address with the loader's tables, it
+    // does not dereference it; dli_fname points into those tables.
+    unsafe {
+        let mut info: libc::Dl_info = std::mem::zeroed();
+        if libc::dladdr(address as *const c_void, &mut info) == 0 || info.dli_fname.is_null() {
+            return None;
+        }
+        let path = Path::new(OsStr::from_bytes(CStr::from_ptr(info.dli_fname).to_bytes()));
+        Some(path.canonicalize().unwrap_or_else(|_| path.to_path_buf()))
+    }
+}
+
 /// Called by the launcher first, before any thread or library starts: if
 /// NCCL does not load as cudarc loads it but a `libnccl.so.2` is found (see
-/// [`candidates`]; then the loader path), re-executes this program with a
-/// private `libnccl.so` link first on `LD_LIBRARY_PATH`. Returns only when it
+/// [`candidates`]; then the loader path), or if `NCCL_HOME` names an NCCL
+/// other than the one that loads, re-executes this program with a private
+/// `libnccl.so` link first on `LD_LIBRARY_PATH`. Returns only when it
 /// did not re-execute: nothing to do, already re-executed, nothing found (the
 /// preflight then says what to install), or the exec failed (a warning; the
 /// preflight reports what it finds). A library that other users can write is
@@ -211,11 +227,18 @@ pub fn reexec_with_pip_nccl() -> Result<(), CannotRun> {
         load_through_link(Path::new(&dir));
         return Ok(());
     }
+    let env = Env::from_process();
+    let mut found = candidates(&env);
+    let from_home = found.first().filter(|c| c.through.starts_with("NCCL_HOME"));
     // SAFETY: only dlopen()s and closes cudarc's candidate names.
     if unsafe { cudarc::nccl::sys::is_culib_present() } {
-        return Ok(());
+        // NCCL loads as it is. Only NCCL_HOME, which the user set to say
+        // which NCCL to use, overrules the loader's choice.
+        match from_home {
+            Some(home) if loaded_as_cudarc_loads() != home.library.canonicalize().ok() => {}
+            _ => return Ok(()),
+        }
     }
-    let mut found = candidates(&Env::from_process());
     if let Some(library) = loader_search("libnccl.so.2") {
         found.push(Candidate {
             library,
@@ -272,6 +295,18 @@ pub fn reexec_with_pip_nccl() -> Result<(), CannotRun> {
         candidate.library.display()
     );
     Ok(())
+}
+
+/// The file that `libnccl.so`, cudarc's first name for NCCL, loads from.
+fn loaded_as_cudarc_loads() -> Option<PathBuf> {
+    // SAFETY: loading NCCL runs only its ELF constructors; the symbol's
+    // address is only looked up, not called.
+    unsafe {
+        let library = libloading::Library::new("libnccl.so").ok()?;
+        let symbol: libloading::Symbol<unsafe extern "C" fn()> =
+            library.get(b"ncclGetVersion\0").ok()?;
+        library_path(*symbol as usize)
+    }
 }
 
 /// In the re-executed program: loads NCCL through the link, as cudarc will

@@ -12,10 +12,9 @@
 //!
 //! Every problem found is reported at once, each with its fix.
 
-use std::ffi::{c_int, c_void, CStr, OsStr};
+use std::ffi::c_int;
 use std::fmt;
-use std::os::unix::ffi::OsStrExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::OnceLock;
 
 use cudarc::driver::sys as cu;
@@ -101,6 +100,8 @@ pub struct NcclLibrary {
     /// The file the loader picked, symlinks resolved.
     pub path: PathBuf,
 }
+
+pub use crate::nccl_path::library_path;
 
 /// What the preflight found.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -368,20 +369,6 @@ fn with_sources(err: &dyn std::error::Error) -> String {
         source = cause.source();
     }
     text
-}
-
-/// The file of the shared object that holds `address` (a function's, say).
-pub fn library_path(address: usize) -> Option<PathBuf> {
-    // SAFETY: dladdr only compares the address with the loader's tables, it
-    // does not dereference it; dli_fname points into those tables.
-    unsafe {
-        let mut info: libc::Dl_info = std::mem::zeroed();
-        if libc::dladdr(address as *const c_void, &mut info) == 0 || info.dli_fname.is_null() {
-            return None;
-        }
-        let path = Path::new(OsStr::from_bytes(CStr::from_ptr(info.dli_fname).to_bytes()));
-        Some(path.canonicalize().unwrap_or_else(|_| path.to_path_buf()))
-    }
 }
 
 /// The launcher's check that there are enough GPUs for the ranks on this node.
