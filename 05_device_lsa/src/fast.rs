@@ -22,7 +22,7 @@ use cudarc::driver::{sys as cu_sys, CudaStream};
 
 use device_build::shim::{DevComm, LlStaging};
 
-use crate::launch::{launch_allreduce, AllReduceArgs, Module};
+use crate::launch::{blocks_per_multiprocessor, launch_allreduce, AllReduceArgs, Module};
 use crate::{LL_UNITS_PER_BLOCK, THREADS};
 
 /// The most LSA ranks the fast kernels' unrolled loops cover (`MAX_LSA_RANKS`
@@ -46,28 +46,122 @@ pub struct FastOptions {
 }
 
 impl FastOptions {
-    /// The measured default: one-shot up to `DEFAULT_ONESHOT_MAX` and
-    /// two-shot on one block per multiprocessor.
-    pub fn for_gpu(multiprocessors: u32) -> Self {
+    /// The defaults on `ranks` ranks: one-shot up to
+    /// [`default_oneshot_max`]`(ranks)`, two-shot on at most
+    /// `twoshot_max_blocks` blocks (from [`twoshot_cap`]: one per
+    /// multiprocessor, never more than can be resident).
+    pub fn new(ranks: usize, twoshot_max_blocks: u32) -> Self {
         Self {
-            oneshot_max_bytes: DEFAULT_ONESHOT_MAX,
-            twoshot_max_blocks: multiprocessors.max(1),
+            oneshot_max_bytes: default_oneshot_max(ranks),
+            twoshot_max_blocks: twoshot_max_blocks.max(1),
         }
     }
 
     /// Two-shot at every size: the jit route, which has no one-shot kernel.
-    pub fn two_shot_only(multiprocessors: u32) -> Self {
+    pub fn two_shot_only(twoshot_max_blocks: u32) -> Self {
         Self {
             oneshot_max_bytes: 0,
-            ..Self::for_gpu(multiprocessors)
+            twoshot_max_blocks: twoshot_max_blocks.max(1),
         }
     }
 }
 
-/// Where one-shot stops paying, measured with `05_allreduce_bench` on
-/// 2 × H200 (see the README's "Making it fast"): at 512 KiB one-shot took
-/// 8.0-8.3 µs against two-shot's 8.4-8.5, at 1 MiB 11.5-11.8 against 10.0.
-pub const DEFAULT_ONESHOT_MAX: usize = 512 << 10;
+/// Where one-shot stops paying at 2 ranks, measured with
+/// `05_allreduce_bench` on 2 × H200 (see the README's "Making it fast"): at
+/// 512 KiB one-shot took 8.0-8.3 µs against two-shot's 8.4-8.5, at 1 MiB
+/// 11.5-11.8 against 10.0.
+pub const ONESHOT_MAX_AT_2_RANKS: usize = 512 << 10;
+
+/// The one-shot/two-shot crossover on `ranks` ranks. Measured at 2 ranks
+/// ([`ONESHOT_MAX_AT_2_RANKS`]); for more ranks a **prediction, not yet
+/// measured** (PERF_NOTES.md, "Crossover per rank count").
+///
+/// Each rank's one-shot sends its whole buffer to every peer, doubled by the
+/// LL flags: 2(n-1)·S bytes; the two-shot sends 2(n-1)/n·S. With t = fixed
+/// cost + bytes / link bandwidth for both, the crossover is where the
+/// two-shot's extra fixed cost (one more barrier round and the load round
+/// trip) pays for the one-shot's extra bytes, 2(n-1)²/n·S:
+/// S*(n) = S*(2) · n / (2(n-1)²). That gives 116 KiB at 4 ranks and 44 KiB
+/// at 8; the two-shot's barrier rounds cost more with more peers, which
+/// moves the crossover up, so each value is rounded up to a power of two:
+/// 512 KiB at 2 ranks, 256 KiB at 3, 128 KiB at 4 and 5, 64 KiB from 6 to 8.
+pub fn default_oneshot_max(ranks: usize) -> usize {
+    if ranks <= 2 {
+        return ONESHOT_MAX_AT_2_RANKS;
+    }
+    let n = ranks as u128;
+    let model = ONESHOT_MAX_AT_2_RANKS as u128 * n / (2 * (n - 1) * (n - 1));
+    (model.max(1) as usize).next_power_of_two()
+}
+
+/// What the occupancy API says about a kernel on this GPU: how many of its
+/// blocks of [`THREADS`] threads fit on one multiprocessor at once
+/// (`cuOccupancyMaxActiveBlocksPerMultiprocessor`, for the loaded kernel:
+/// its registers and shared memory), and how many multiprocessors there are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Residency {
+    pub per_multiprocessor: u32,
+    pub multiprocessors: u32,
+}
+
+impl Residency {
+    /// Blocks that can be resident at once on the whole GPU.
+    pub fn blocks(&self) -> u32 {
+        self.per_multiprocessor.saturating_mul(self.multiprocessors)
+    }
+
+    /// The tighter of two kernels' residencies (the same grid cap serves
+    /// both).
+    pub fn min(self, other: Residency) -> Residency {
+        Residency {
+            per_multiprocessor: self.per_multiprocessor.min(other.per_multiprocessor),
+            multiprocessors: self.multiprocessors.min(other.multiprocessors),
+        }
+    }
+}
+
+/// The most blocks the two-shot kernel may run: `requested`
+/// (`--twoshot-blocks`) or, by default, one block per multiprocessor, and
+/// never more than [`Residency::blocks`].
+///
+/// Every block of the two-shot waits at an LSA barrier for the
+/// same-numbered block of every peer. A block that is not resident cannot
+/// arrive until a resident one has left, so past the resident count the
+/// kernel's progress would rest on the order in which the GPU dispatches
+/// blocks, on every rank at once. A default above it is clamped; a request
+/// above it is refused (exit code 2).
+pub fn twoshot_cap(requested: Option<u32>, residency: Residency) -> Result<u32, CannotRun> {
+    let resident = residency.blocks();
+    let Residency {
+        per_multiprocessor,
+        multiprocessors,
+    } = residency;
+    if resident == 0 {
+        return Err(CannotRun::new(
+            format!(
+                "cuOccupancyMaxActiveBlocksPerMultiprocessor says no block of {THREADS} threads of the two-shot kernel fits on a multiprocessor of this GPU"
+            ),
+            "run on a GPU with more registers per multiprocessor (Volta or newer), or use --kernel simple",
+        ));
+    }
+    match requested {
+        None => Ok(multiprocessors.max(1).min(resident)),
+        Some(blocks) if blocks <= resident => Ok(blocks.max(1)),
+        Some(blocks) => Err(CannotRun::new(
+            format!(
+                "--twoshot-blocks {blocks} asks for more blocks than this GPU holds at once: {resident} \
+                 ({per_multiprocessor} blocks of {THREADS} threads of the two-shot kernel per multiprocessor, \
+                 from cuOccupancyMaxActiveBlocksPerMultiprocessor, x {multiprocessors} multiprocessors); \
+                 its blocks wait for each other at LSA barriers, so a block that is not resident would \
+                 leave progress to the order in which the GPU dispatches blocks"
+            ),
+            format!(
+                "pass --twoshot-blocks {resident} or fewer, or leave it out (default: one block per multiprocessor, {})",
+                multiprocessors.min(resident)
+            ),
+        )),
+    }
+}
 
 /// One launch of the fast AllReduce: which kernel, and its grid.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -153,6 +247,18 @@ impl FastKernels {
                 None
             },
             twoshot: module.function("allreduce_twoshot")?,
+        })
+    }
+
+    /// What the occupancy API says about the loaded two-shot kernel on this
+    /// GPU, of `multiprocessors` multiprocessors (see [`twoshot_cap`]).
+    pub fn twoshot_residency(&self, multiprocessors: u32) -> Result<Residency> {
+        // SAFETY: `twoshot` came from Module::function, and the caller keeps
+        // its module loaded while it holds these kernels.
+        let per_multiprocessor = unsafe { blocks_per_multiprocessor(self.twoshot, THREADS)? };
+        Ok(Residency {
+            per_multiprocessor,
+            multiprocessors,
         })
     }
 
@@ -242,17 +348,17 @@ mod tests {
 
     #[test]
     fn small_buffers_take_the_oneshot_and_large_ones_the_twoshot() {
-        let options = FastOptions::for_gpu(132);
+        let options = FastOptions::new(2, 132);
         assert!(matches!(
             choose(2, 2, &options),
             Path::OneShot { blocks: 1 }
         ));
         assert!(matches!(
-            choose(DEFAULT_ONESHOT_MAX / 4, 2, &options),
+            choose(ONESHOT_MAX_AT_2_RANKS / 4, 2, &options),
             Path::OneShot { .. }
         ));
         assert!(matches!(
-            choose(DEFAULT_ONESHOT_MAX / 4 + 1, 2, &options),
+            choose(ONESHOT_MAX_AT_2_RANKS / 4 + 1, 2, &options),
             Path::TwoShot { .. }
         ));
         assert_eq!(
@@ -272,7 +378,7 @@ mod tests {
 
     #[test]
     fn the_device_communicator_gets_a_barrier_per_block_and_a_staging_buffer() {
-        let options = FastOptions::for_gpu(132);
+        let options = FastOptions::new(4, 132);
         let (barriers, ll) = requirements(&options, 4, 16);
         assert_eq!(barriers, 132);
         assert_eq!(
@@ -294,6 +400,83 @@ mod tests {
             .0,
             16
         );
+    }
+
+    #[test]
+    fn the_crossover_falls_with_the_rank_count() {
+        let kib = |n: usize| default_oneshot_max(n) >> 10;
+        assert_eq!(
+            (1..=8).map(kib).collect::<Vec<_>>(),
+            [512, 512, 256, 128, 128, 64, 64, 64]
+        );
+        // Never above what the staging buffer carries.
+        assert!((1..=MAX_LSA_RANKS).all(|n| default_oneshot_max(n) <= ONESHOT_CAPACITY));
+        // At 4 ranks 200 KiB is two-shot (it would be one-shot at 2 ranks).
+        let count = (200 << 10) / 4;
+        assert!(matches!(
+            choose(count, 4, &FastOptions::new(4, 132)),
+            Path::TwoShot { .. }
+        ));
+        assert!(matches!(
+            choose(count, 2, &FastOptions::new(2, 132)),
+            Path::OneShot { .. }
+        ));
+    }
+
+    /// An H200: 132 multiprocessors, 2 blocks of 512 threads each (57
+    /// registers a thread).
+    const H200: Residency = Residency {
+        per_multiprocessor: 2,
+        multiprocessors: 132,
+    };
+
+    #[test]
+    fn the_twoshot_grid_is_capped_at_what_can_be_resident() {
+        assert_eq!(H200.blocks(), 264);
+        assert_eq!(twoshot_cap(None, H200), Ok(132));
+        assert_eq!(twoshot_cap(Some(264), H200), Ok(264));
+        assert_eq!(twoshot_cap(Some(16), H200), Ok(16));
+        // A kernel that fits once per multiprocessor on a small GPU: the
+        // default (one per multiprocessor) is what fits.
+        let one = Residency {
+            per_multiprocessor: 1,
+            multiprocessors: 80,
+        };
+        assert_eq!(twoshot_cap(None, one), Ok(80));
+        assert_eq!(
+            one.min(H200),
+            Residency {
+                per_multiprocessor: 1,
+                multiprocessors: 80
+            }
+        );
+    }
+
+    #[test]
+    fn more_blocks_than_can_be_resident_are_refused_with_the_fix() {
+        let err = twoshot_cap(Some(1024), H200).unwrap_err();
+        assert!(
+            err.reason.starts_with(
+                "--twoshot-blocks 1024 asks for more blocks than this GPU holds at once: 264 (2 blocks of 512 threads"
+            ),
+            "{}",
+            err.reason
+        );
+        assert!(
+            err.reason.contains("x 132 multiprocessors"),
+            "{}",
+            err.reason
+        );
+        assert!(err.reason.contains("LSA barriers"), "{}", err.reason);
+        assert_eq!(
+            err.fix,
+            "pass --twoshot-blocks 264 or fewer, or leave it out (default: one block per multiprocessor, 132)"
+        );
+        let none = Residency {
+            per_multiprocessor: 0,
+            multiprocessors: 132,
+        };
+        assert!(twoshot_cap(None, none).is_err());
     }
 
     #[test]

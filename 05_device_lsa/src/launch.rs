@@ -47,6 +47,18 @@ impl Drop for Module {
     }
 }
 
+/// How many blocks of `threads` threads of `kernel` one multiprocessor holds
+/// at once (`cuOccupancyMaxActiveBlocksPerMultiprocessor`, no dynamic
+/// shared memory: none of this lesson's kernels uses any).
+///
+/// # Safety
+/// `kernel` must come from a module that is still loaded ([`Module::function`]).
+pub unsafe fn blocks_per_multiprocessor(kernel: cu_sys::CUfunction, threads: u32) -> Result<u32> {
+    let blocks = cu::occupancy::max_active_block_per_multiprocessor(kernel, threads as i32, 0)
+        .context("cuOccupancyMaxActiveBlocksPerMultiprocessor")?;
+    Ok(blocks.max(0) as u32)
+}
+
 /// The arguments every AllReduce kernel of this lesson starts with:
 /// `(ncclWindow_t sendwin, size_t sendoffset, ncclWindow_t recvwin, size_t
 /// recvoffset, size_t count, ncclDevComm devComm)`.

@@ -248,10 +248,17 @@ fn device_lsa(ctx: &RankContext, args: &Args) -> Result<()> {
     let multiprocessors = gpu
         .attribute(cu_sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
         .context("Step 7: multiprocessor count")? as u32;
+    // One two-shot block per multiprocessor, never more than the occupancy
+    // API says can be resident at once: its blocks wait for each other at
+    // LSA barriers (fast::twoshot_cap).
+    let residency = fast_kernels
+        .twoshot_residency(multiprocessors)
+        .context("Step 7: occupancy of the two-shot kernel")?;
+    let twoshot_blocks = ctx.all_ok(fast::twoshot_cap(None, residency).map_err(Into::into))?;
     let fast_options = if fast_kernels.oneshot.is_some() {
-        FastOptions::for_gpu(multiprocessors)
+        FastOptions::new(size, twoshot_blocks)
     } else {
-        FastOptions::two_shot_only(multiprocessors)
+        FastOptions::two_shot_only(twoshot_blocks)
     };
     let mut dev_comm = match args.kernel {
         Kernel::Simple => DevComm::create(&shim, &comm, BLOCKS, None),

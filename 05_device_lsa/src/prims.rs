@@ -16,8 +16,8 @@ use anyhow::Result;
 use cudarc::driver::{sys as cu_sys, CudaStream};
 use device_build::shim::DevComm;
 
-use crate::fast::twoshot_blocks;
-use crate::launch::{launch_allreduce, AllReduceArgs, Module};
+use crate::fast::{twoshot_blocks, Residency};
+use crate::launch::{blocks_per_multiprocessor, launch_allreduce, AllReduceArgs, Module};
 use crate::THREADS;
 
 /// Which primitives kernel runs, and its grid.
@@ -60,6 +60,20 @@ impl PrimsKernels {
         Ok(Self {
             oneshot: module.function("allreduce_prims_oneshot")?,
             twoshot: module.function("allreduce_prims_twoshot")?,
+        })
+    }
+
+    /// The tighter residency of the two kernels (they share the grid cap).
+    pub fn residency(&self, multiprocessors: u32) -> Result<Residency> {
+        // SAFETY: both came from Module::function, and the caller keeps their
+        // module loaded while it holds these kernels.
+        let per_multiprocessor = unsafe {
+            blocks_per_multiprocessor(self.oneshot, THREADS)?
+                .min(blocks_per_multiprocessor(self.twoshot, THREADS)?)
+        };
+        Ok(Residency {
+            per_multiprocessor,
+            multiprocessors,
         })
     }
 

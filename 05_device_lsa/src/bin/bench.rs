@@ -130,20 +130,22 @@ struct Args {
         default_value = "nccl,simple,fast"
     )]
     kernels: Vec<Contender>,
-    /// `fast` takes the one-shot kernel up to this many bytes.
-    #[arg(long, value_name = "BYTES", value_parser = parse_size, default_value_t = fast::DEFAULT_ONESHOT_MAX)]
-    oneshot_max: usize,
+    /// `fast` takes the one-shot kernel up to this many bytes [default: by
+    /// rank count: 512K at 2 ranks (measured), 128K at 4, 64K at 8 (predicted)].
+    #[arg(long, value_name = "BYTES", value_parser = parse_size)]
+    oneshot_max: Option<usize>,
     /// Bytes into the send window where the data starts (a multiple of 4).
     #[arg(long, value_name = "BYTES", default_value_t = 0)]
     send_offset: usize,
     /// Bytes into the receive window where the data starts (a multiple of 4).
     #[arg(long, value_name = "BYTES", default_value_t = 0)]
     recv_offset: usize,
-    /// The most blocks the two-shot kernel runs [default: one per multiprocessor].
+    /// The most blocks the two-shot kernel runs [default: one per multiprocessor];
+    /// more than the occupancy API says can be resident at once is refused.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]
     twoshot_blocks: Option<u32>,
     /// `prims` takes NCCL's one-shot primitive up to this many bytes.
-    #[arg(long, value_name = "BYTES", value_parser = parse_size, default_value_t = fast::DEFAULT_ONESHOT_MAX)]
+    #[arg(long, value_name = "BYTES", value_parser = parse_size, default_value_t = fast::ONESHOT_MAX_AT_2_RANKS)]
     prims_oneshot_max: usize,
     /// How the lesson's kernels are built (fast-jit and prims* always take jit).
     #[arg(long, value_enum, default_value_t = Build::Auto)]
@@ -284,13 +286,24 @@ fn bench(ctx: &RankContext, args: &Args) -> Result<()> {
     let multiprocessors = gpu
         .attribute(cu_sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
         .context("multiprocessor count")? as u32;
+    // The two-shot grid cap: what every kernel that takes it (the two-shot,
+    // and the jit build's two-shot and primitives) can hold resident at once.
+    let mut residency = fast_kernels.twoshot_residency(multiprocessors)?;
+    if let Some((jit_fast, prims)) = &jit_kernels {
+        residency = residency
+            .min(jit_fast.twoshot_residency(multiprocessors)?)
+            .min(prims.residency(multiprocessors)?);
+    }
+    let twoshot_max_blocks =
+        ctx.all_ok(fast::twoshot_cap(args.twoshot_blocks, residency).map_err(Into::into))?;
     let options = FastOptions {
         oneshot_max_bytes: if fast_kernels.oneshot.is_some() {
             args.oneshot_max
+                .unwrap_or_else(|| fast::default_oneshot_max(size))
         } else {
             0
         },
-        twoshot_max_blocks: args.twoshot_blocks.unwrap_or(multiprocessors),
+        twoshot_max_blocks,
     };
     if fast_kernels.oneshot.is_none() && args.kernels.contains(&Contender::Oneshot) {
         return Err(CannotRun::new(
