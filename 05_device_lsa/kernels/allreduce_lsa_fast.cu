@@ -182,10 +182,13 @@ allreduce_twoshot(ncclWindow_t sendwin, size_t sendoffset,
     // Reduce-scatter by loads: UNROLL independent 16-byte loads per peer in
     // flight, so that the NVLink round trips overlap. __ldcg/__stcg: global
     // 16-byte accesses cached in L2 only (each vector is used once).
+    // Vectors past the end of this rank's share are zero, not left
+    // uninitialized: they are added below (never stored).
+    const float4 zero = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     float4 acc[UNROLL];
 #pragma unroll
     for (int u = 0; u < UNROLL; u++) {
-      if (v + u * grid < mineEnd) acc[u] = __ldcg(sendv[0] + v + u * grid);
+      acc[u] = v + u * grid < mineEnd ? __ldcg(sendv[0] + v + u * grid) : zero;
     }
 #pragma unroll
     for (int peer = 1; peer < MAX_LSA_RANKS; peer++) {
@@ -193,7 +196,7 @@ allreduce_twoshot(ncclWindow_t sendwin, size_t sendoffset,
         float4 got[UNROLL];
 #pragma unroll
         for (int u = 0; u < UNROLL; u++) {
-          if (v + u * grid < mineEnd) got[u] = __ldcg(sendv[peer] + v + u * grid);
+          got[u] = v + u * grid < mineEnd ? __ldcg(sendv[peer] + v + u * grid) : zero;
         }
 #pragma unroll
         for (int u = 0; u < UNROLL; u++) acc[u] = add(acc[u], got[u]);
