@@ -40,10 +40,21 @@ __device__ __forceinline__ float2 add(float2 a, float2 b) {
 // One-shot over LL: small buffers.
 // ---------------------------------------------------------------------------
 
-// Every rank must launch the same grid (blocks talk to the same-numbered
-// block of every peer) and every block must hold at least one unit, so that
-// each block sends to and receives from every peer in every epoch, as
-// ncclLLA2ASession::endEpoch requires. The host sizes the grid that way.
+// NOTE: three conditions this kernel assumes and cannot check itself:
+// * Every rank launches the same grid (blocks talk to the same-numbered
+//   block of every peer). The host derives the grid from the options and the
+//   count alone, and compares those across ranks before the first launch
+//   (fast.rs: check_same_plan).
+// * Every block holds at least one unit, so that each block sends to and
+//   receives from every peer in every epoch, as ncclLLA2ASession::endEpoch
+//   requires. The host sizes the grid that way and checks it against the
+//   staging buffer before each launch (fast.rs: oneshot_blocks, check_grid).
+// * Launches on one device communicator are serialized: one stream per rank,
+//   never two launches at once. The epoch kept in NCCL memory is per block,
+//   so two overlapping launches would share it and read each other's lines.
+//   Nothing on the host can see every stream and process that holds a copy
+//   of the device communicator: this is the caller's promise (the lesson
+//   and the benchmark launch on one stream).
 extern "C" __global__ void __launch_bounds__(ALLREDUCE_THREADS)
 allreduce_oneshot_ll(ncclWindow_t sendwin, size_t sendoffset,
                      ncclWindow_t recvwin, size_t recvoffset,
@@ -126,6 +137,11 @@ __device__ __forceinline__ void scalar_range(float* const (&send)[MAX_LSA_RANKS]
 
 // The grid may be any size up to the device communicator's lsaBarrierCount:
 // block b synchronises on LSA barrier b.
+// NOTE: as for the one-shot, every rank must launch the same grid (checked
+// on the host before the first launch), launches on one device communicator
+// must be serialized (one stream: the caller's promise), and every block must
+// be resident at once, since each waits at the barrier for its peers' blocks
+// (the host caps the grid with the occupancy API: fast.rs, twoshot_cap).
 extern "C" __global__ void __launch_bounds__(ALLREDUCE_THREADS)
 allreduce_twoshot(ncclWindow_t sendwin, size_t sendoffset,
                   ncclWindow_t recvwin, size_t recvoffset,

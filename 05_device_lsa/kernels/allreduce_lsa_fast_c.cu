@@ -48,6 +48,11 @@ __device__ __forceinline__ void scalar_range(float* const (&send)[MAX_LSA_RANKS]
 
 // The grid may be any size up to the device communicator's lsaBarrierCount:
 // block b synchronises on LSA barrier b.
+// NOTE: every rank must launch the same grid (checked on the host before the
+// first launch), launches on one device communicator must be serialized (one
+// stream: the caller's promise), and every block must be resident at once,
+// since each waits at the barrier for its peers' blocks (the host caps the
+// grid with the occupancy API: fast.rs, twoshot_cap).
 extern "C" __global__ void __launch_bounds__(ALLREDUCE_THREADS)
 allreduce_twoshot(ncclWindow_t sendwin, size_t sendoffset,
                   ncclWindow_t recvwin, size_t recvoffset,

@@ -16,8 +16,8 @@
 
 use std::ffi::c_void;
 
-use anyhow::{ensure, Result};
-use common::CannotRun;
+use anyhow::{bail, ensure, Result};
+use common::{CannotRun, RankContext};
 use cudarc::driver::{sys as cu_sys, CudaStream};
 
 use device_build::shim::{DevComm, LlStaging};
@@ -229,6 +229,148 @@ pub fn check_ranks(ranks: usize) -> Result<(), CannotRun> {
     ))
 }
 
+/// What every rank must launch alike, compared across ranks before the
+/// first launch ([`check_same_plan`]). Both kernels assume that every rank
+/// launches the same grid for the same operation: a block talks only to the
+/// same-numbered block of every peer (LSA barrier b, LL staging block b). The
+/// grid follows from the options and the element count alone ([`choose`]),
+/// so equal options and equal counts on every rank mean equal grids.
+/// (Differing options come from GPUs of different models, whose
+/// multiprocessor counts differ, or from different command lines under
+/// mpirun.)
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GridPlan {
+    pub oneshot_max_bytes: u64,
+    pub twoshot_max_blocks: u64,
+    /// A digest (FNV-1a) of the element counts to be launched, in order.
+    pub counts: u64,
+}
+
+impl GridPlan {
+    pub fn new(options: &FastOptions, counts: impl IntoIterator<Item = usize>) -> Self {
+        let mut digest: u64 = 0xcbf2_9ce4_8422_2325;
+        for count in counts {
+            for byte in (count as u64).to_le_bytes() {
+                digest = (digest ^ u64::from(byte)).wrapping_mul(0x100_0000_01b3);
+            }
+        }
+        Self {
+            oneshot_max_bytes: options.oneshot_max_bytes as u64,
+            twoshot_max_blocks: u64::from(options.twoshot_max_blocks),
+            counts: digest,
+        }
+    }
+
+    fn to_bytes(self) -> Vec<u8> {
+        [self.oneshot_max_bytes, self.twoshot_max_blocks, self.counts]
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect()
+    }
+
+    fn from_bytes(bytes: &[u8]) -> Option<Self> {
+        let word = |i: usize| -> Option<u64> {
+            Some(u64::from_le_bytes(
+                bytes.get(8 * i..8 * i + 8)?.try_into().ok()?,
+            ))
+        };
+        Some(Self {
+            oneshot_max_bytes: word(0)?,
+            twoshot_max_blocks: word(1)?,
+            counts: word(2)?,
+        })
+    }
+}
+
+/// Rank 0's verdict on every rank's [`GridPlan`], in rank order: the first
+/// rank whose plan differs from rank 0's, and how.
+pub fn compare_plans(plans: &[GridPlan]) -> Result<(), CannotRun> {
+    let Some(first) = plans.first() else {
+        return Ok(());
+    };
+    for (rank, plan) in plans.iter().enumerate().skip(1) {
+        if plan == first {
+            continue;
+        }
+        let what = if plan.counts != first.counts {
+            "different element counts".to_string()
+        } else {
+            format!(
+                "one-shot up to {} bytes and two-shot on up to {} blocks, where rank 0 has {} bytes and {} blocks",
+                plan.oneshot_max_bytes,
+                plan.twoshot_max_blocks,
+                first.oneshot_max_bytes,
+                first.twoshot_max_blocks
+            )
+        };
+        return Err(CannotRun::new(
+            format!(
+                "rank {rank} would launch the fast kernels with other grids than rank 0 ({what}); \
+                 a block waits for the same-numbered block of every peer, so differing grids would hang or mix operations"
+            ),
+            "run every rank on the same GPU model, with the same options (--twoshot-blocks and --oneshot-max fix the grids)",
+        ));
+    }
+    Ok(())
+}
+
+/// Collective: every rank's [`GridPlan`] gathered to rank 0 and compared
+/// ([`compare_plans`]); every rank fails (exit 2) if any differs. Call it
+/// before the first launch.
+pub fn check_same_plan(ctx: &RankContext, plan: GridPlan) -> Result<()> {
+    let verdict = match ctx.gather(plan.to_bytes())? {
+        Some(all) => {
+            let plans: Option<Vec<GridPlan>> =
+                all.iter().map(|b| GridPlan::from_bytes(b)).collect();
+            match plans {
+                Some(plans) => compare_plans(&plans).map_err(Into::into),
+                None => Err(anyhow::anyhow!("a rank sent a grid plan of the wrong size")),
+            }
+        }
+        None => Ok(()),
+    };
+    ctx.all_ok(verdict)
+}
+
+/// The conditions of `path` over `count` floats that the host can check
+/// against the device communicator it launches on (`lsa_barriers` LSA
+/// barriers, LL staging `ll`): a two-shot block per LSA barrier at most; a
+/// one-shot grid within the staging buffer, every block with at least one
+/// unit and at most a block's share of it. A failure is this program's bug.
+pub fn check_grid(
+    path: Path,
+    count: usize,
+    lsa_barriers: u32,
+    ll: Option<LlStaging>,
+) -> Result<()> {
+    match path {
+        Path::TwoShot { blocks } => ensure!(
+            (1..=lsa_barriers).contains(&blocks),
+            "two-shot on {blocks} blocks, but the device communicator has {lsa_barriers} LSA barriers (block b syncs on barrier b)"
+        ),
+        Path::OneShot { blocks } => {
+            let Some(ll) = ll else {
+                bail!("the device communicator has no LL staging buffer")
+            };
+            let units = count.div_ceil(2).max(1);
+            ensure!(
+                blocks >= 1 && blocks as usize <= units,
+                "one-shot on {blocks} blocks for {units} units: a block without work would not send or receive this epoch"
+            );
+            ensure!(
+                blocks <= ll.blocks,
+                "one-shot on {blocks} blocks, but the staging buffer has {} blocks",
+                ll.blocks
+            );
+            ensure!(
+                units.div_ceil(blocks as usize) <= LL_UNITS_PER_BLOCK as usize,
+                "one-shot: {units} units on {blocks} blocks is more than {LL_UNITS_PER_BLOCK} a block"
+            );
+        }
+    }
+    Ok(())
+}
+
 /// The fast kernels, loaded. The jit route's module has no one-shot kernel
 /// (NCCL 2.32.3's wrapper has no LL API): there every size takes two-shot.
 pub struct FastKernels {
@@ -271,6 +413,12 @@ impl FastKernels {
         args: AllReduceArgs,
         dev_comm: &mut DevComm,
     ) -> Result<()> {
+        check_grid(
+            path,
+            args.count,
+            dev_comm.lsa_barriers(),
+            dev_comm.ll_staging(),
+        )?;
         let comm_arg = dev_comm.as_kernel_arg();
         match path {
             Path::OneShot { blocks } => {
@@ -477,6 +625,53 @@ mod tests {
             multiprocessors: 132,
         };
         assert!(twoshot_cap(None, none).is_err());
+    }
+
+    #[test]
+    fn ranks_that_would_launch_other_grids_are_named() {
+        let options = FastOptions::new(2, 132);
+        let plan = GridPlan::new(&options, [1 << 20]);
+        assert_eq!(GridPlan::from_bytes(&plan.to_bytes()), Some(plan));
+        assert_eq!(GridPlan::from_bytes(&[0; 23]), None);
+        assert!(compare_plans(&[plan, plan, plan]).is_ok());
+        assert!(compare_plans(&[]).is_ok());
+        // Rank 2 on a GPU with 114 multiprocessors.
+        let other = GridPlan::new(&FastOptions::new(2, 114), [1 << 20]);
+        let err = compare_plans(&[plan, plan, other]).unwrap_err();
+        assert_eq!(
+            err.reason,
+            "rank 2 would launch the fast kernels with other grids than rank 0 (one-shot up to 524288 bytes and \
+             two-shot on up to 114 blocks, where rank 0 has 524288 bytes and 132 blocks); a block waits for the \
+             same-numbered block of every peer, so differing grids would hang or mix operations"
+        );
+        assert!(err.fix.contains("same GPU model"), "{}", err.fix);
+        let counts = GridPlan::new(&options, [1 << 20, 2 << 20]);
+        let err = compare_plans(&[plan, counts]).unwrap_err();
+        assert!(err.reason.contains("rank 1") && err.reason.contains("different element counts"));
+    }
+
+    #[test]
+    fn grids_are_checked_against_the_device_communicator() {
+        let ll = Some(LlStaging {
+            blocks: LL_BLOCKS,
+            slots: 2 * LL_UNITS_PER_BLOCK,
+        });
+        assert!(check_grid(Path::TwoShot { blocks: 132 }, 1 << 20, 132, None).is_ok());
+        let err = check_grid(Path::TwoShot { blocks: 133 }, 1 << 20, 132, None).unwrap_err();
+        assert!(err.to_string().contains("132 LSA barriers"), "{err}");
+        assert!(check_grid(Path::TwoShot { blocks: 0 }, 1, 16, None).is_err());
+        // What oneshot_blocks chooses always passes.
+        for count in [1, 2, 3, 1000, 4096, 250_003, ONESHOT_CAPACITY / 4] {
+            let path = Path::OneShot {
+                blocks: oneshot_blocks(count),
+            };
+            check_grid(path, count, 16, ll).unwrap();
+        }
+        // A block without work, too many blocks, no staging buffer.
+        assert!(check_grid(Path::OneShot { blocks: 2 }, 2, 16, ll).is_err());
+        assert!(check_grid(Path::OneShot { blocks: 65 }, 1 << 20, 16, ll).is_err());
+        assert!(check_grid(Path::OneShot { blocks: 1 }, 8192, 16, ll).is_err());
+        assert!(check_grid(Path::OneShot { blocks: 1 }, 2, 16, None).is_err());
     }
 
     #[test]

@@ -61,7 +61,7 @@ use cudarc::driver::{result as cu, sys as cu_sys, CudaContext};
 use device_build::route::Build;
 use device_build::shim::DevComm;
 use device_build::Env;
-use device_lsa::fast::{self, FastKernels, FastOptions};
+use device_lsa::fast::{self, FastKernels, FastOptions, GridPlan};
 use device_lsa::launch::{AllReduceArgs, Module};
 use device_lsa::{build, choose_route, plan_include, CACHE_NAME, KERNEL_NAME, THREADS};
 
@@ -330,6 +330,10 @@ fn device_lsa(ctx: &RankContext, args: &Args) -> Result<()> {
         }
         Kernel::Fast => {
             // One-shot or two-shot by size, with its grid (fast.rs).
+            // NOTE: both kernels need the same grid on every rank (block b
+            // talks only to block b of each peer); it follows from the
+            // options and the count, which every rank compares first.
+            fast::check_same_plan(ctx, GridPlan::new(&fast_options, [COUNT]))?;
             let path = fast::choose(COUNT, size, &fast_options);
             let args = AllReduceArgs {
                 send_window: send_window.as_raw(),

@@ -234,6 +234,9 @@ pub struct DevComm<'a> {
     bytes: *mut u8,
     /// The `ncclLLA2AHandle` of the LL staging buffer, if one was asked for.
     ll_handle: Option<Vec<u64>>,
+    /// What it was created with: the launches check their grids against it.
+    lsa_barriers: u32,
+    ll: Option<LlStaging>,
 }
 
 /// An LL all-to-all staging buffer to ask for along with the device
@@ -313,7 +316,20 @@ impl<'a> DevComm<'a> {
             comm,
             bytes,
             ll_handle,
+            lsa_barriers,
+            ll,
         })
+    }
+
+    /// The LSA barriers it was created with (`lsaBarrierCount`): a kernel
+    /// whose block b syncs on barrier b may run at most this many blocks.
+    pub fn lsa_barriers(&self) -> u32 {
+        self.lsa_barriers
+    }
+
+    /// The LL staging buffer it was created with, if any.
+    pub fn ll_staging(&self) -> Option<LlStaging> {
+        self.ll
     }
 
     /// The kernel argument: a pointer to the `ncclDevComm` bytes, which

@@ -52,7 +52,7 @@ use cudarc::driver::{sys as cu_sys, CudaContext};
 use device_build::route::{Build, Plan};
 use device_build::shim::DevComm;
 use device_build::Env;
-use device_lsa::fast::{self, FastKernels, FastOptions, Path};
+use device_lsa::fast::{self, FastKernels, FastOptions, GridPlan, Path};
 use device_lsa::launch::{launch_allreduce, AllReduceArgs, Module};
 use device_lsa::prims::{self, PrimsKernels};
 use device_lsa::{build, choose_route, Built, CACHE_NAME, KERNEL_NAME, THREADS};
@@ -326,6 +326,9 @@ fn bench(ctx: &RankContext, args: &Args) -> Result<()> {
         send_offset: args.send_offset,
         recv_offset: args.recv_offset,
     };
+    // Every rank launches the same grids (fast.rs, GridPlan), checked once
+    // before the first launch.
+    fast::check_same_plan(ctx, GridPlan::new(&options, sizes.iter().map(|b| b / 4)))?;
     let sweep = Sweep::new(ctx, &args.sweep, &stream, buffers, &sizes)?;
     let progress = bench::progress(ctx, sizes.len() * args.kernels.len(), BENCH.name);
     let (mut series, mut stressed) = (Vec::new(), Vec::new());
