@@ -3,7 +3,14 @@
 //!
 //! Contenders (`--kernels`, comma-separated; default `nccl,simple,fast`):
 //!
-//! * `nccl`: `ncclAllReduce` on the windows (NCCL's symmetric kernels);
+//! * `nccl`: `ncclAllReduce` on the windows (NCCL's symmetric kernels),
+//!   NCCL's defaults;
+//! * `nccl-tuned`: the same with `NCCL_SYM_CTAS` set to `--sym-ctas N`, the
+//!   block count of NCCL's symmetric kernels (its default picks few: 7 on
+//!   an H200). NCCL reads the variable once per process, so `nccl` and
+//!   `nccl-tuned` cannot share a run: time them in two runs of one call, and
+//!   find N with the sweep in `runs/2026-11-25/scripts/nccl-tuned-sweep.sh`
+//!   (every N, the best at each size, then both runs side by side);
 //! * `simple`: NVIDIA's example kernel (16 blocks, one float per thread);
 //! * `vec16`: the two-shot kernel, 16-byte vectors, on 16 blocks;
 //! * `twoshot`: the same on one block per multiprocessor;
@@ -39,6 +46,7 @@
 //! NTHREADS=2 target/release/05_allreduce_bench --build nvcc --kernels nccl,fast,fast-jit,prims
 //! mpirun -np 2 target/release/05_allreduce_bench --json ar05.json --svg ar05.svg
 //! NTHREADS=2 target/release/05_allreduce_bench --kernels simple,twoshot,fast --stress 2000 -b 4K -e 4M -f 32
+//! NTHREADS=2 target/release/05_allreduce_bench --kernels nccl-tuned,fast --sym-ctas 64 -b 2M -e 512M
 //! ```
 
 use std::process::ExitCode;
@@ -60,8 +68,10 @@ use device_lsa::{build, choose_route, Built, CACHE_NAME, KERNEL_NAME, THREADS};
 /// The contenders, in the order of the README's steps.
 #[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
 enum Contender {
-    /// ncclAllReduce on the same windows.
+    /// ncclAllReduce on the same windows, NCCL's defaults.
     Nccl,
+    /// ncclAllReduce on the same windows with NCCL_SYM_CTAS=--sym-ctas.
+    NcclTuned,
     /// NVIDIA's example kernel: 16 blocks, one float per thread per step.
     Simple,
     /// Two-shot with 16-byte vectors, on 16 blocks.
@@ -83,9 +93,15 @@ enum Contender {
 }
 
 impl Contender {
-    fn about(self) -> &'static str {
-        match self {
-            Contender::Nccl => "ncclAllReduce on the symmetric windows",
+    fn about(self, sym_ctas: Option<u32>) -> String {
+        let about = match self {
+            Contender::Nccl => "ncclAllReduce on the symmetric windows, NCCL's defaults",
+            Contender::NcclTuned => {
+                return format!(
+                    "ncclAllReduce on the symmetric windows, NCCL_SYM_CTAS={}",
+                    sym_ctas.unwrap_or(0)
+                )
+            }
             Contender::Simple => {
                 "NVIDIA's example kernel: 16 blocks x 512 threads, one float per thread per step"
             }
@@ -103,7 +119,8 @@ impl Contender {
             }
             Contender::PrimsOneshot => "NCCL's ncclLsaReduceSum_F32 into the local output",
             Contender::PrimsTwoshot => "NCCL's ncclLsaReduceSumCopy_F32 on this rank's share",
-        }
+        };
+        about.to_string()
     }
 
     /// Whether it needs the jit route's build whatever --build says.
@@ -150,13 +167,57 @@ struct Args {
     /// How the lesson's kernels are built (fast-jit and prims* always take jit).
     #[arg(long, value_enum, default_value_t = Build::Auto)]
     build: Build,
+    /// NCCL_SYM_CTAS for this process, for `nccl-tuned`: the blocks of NCCL's
+    /// symmetric kernels (NCCL caps it at its own maximum, 64 in 2.28).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]
+    sym_ctas: Option<u32>,
     #[command(flatten)]
     stress: StressArgs,
+}
+
+/// `nccl` and `nccl-tuned` against `--sym-ctas` and an `NCCL_SYM_CTAS`
+/// already in the environment (`env_sym_ctas`). NCCL reads the variable
+/// once per process (`NCCL_PARAM` caches it at the first symmetric
+/// collective), so one run cannot time NCCL both with and without it, and
+/// a series must not be labelled with a value NCCL did not use.
+fn check_sym_ctas(
+    kernels: &[Contender],
+    sym_ctas: Option<u32>,
+    env_sym_ctas: Option<&str>,
+) -> Result<(), CannotRun> {
+    let (nccl, tuned) = (
+        kernels.contains(&Contender::Nccl),
+        kernels.contains(&Contender::NcclTuned),
+    );
+    match (sym_ctas, env_sym_ctas) {
+        (None, _) if tuned => Err(CannotRun::new(
+            "nccl-tuned needs --sym-ctas N, the NCCL_SYM_CTAS to time NCCL's symmetric kernels with",
+            "add --sym-ctas N (runs/2026-11-25/scripts/nccl-tuned-sweep.sh finds the best N)",
+        )),
+        (Some(n), _) if nccl => Err(CannotRun::new(
+            format!(
+                "--sym-ctas {n} sets NCCL_SYM_CTAS for the whole process, and NCCL reads it once: `nccl` would be tuned too"
+            ),
+            "time nccl (NCCL's defaults) and nccl-tuned --sym-ctas N in two runs",
+        )),
+        (None, Some(value)) if nccl => Err(CannotRun::new(
+            format!(
+                "NCCL_SYM_CTAS={value} is set in the environment, so `nccl` would not run with NCCL's defaults"
+            ),
+            "unset NCCL_SYM_CTAS, or time it as nccl-tuned with --sym-ctas N",
+        )),
+        _ => Ok(()),
+    }
 }
 
 impl Args {
     /// What can be refused before any GPU is touched.
     fn check(&self) -> Result<(), CannotRun> {
+        check_sym_ctas(
+            &self.kernels,
+            self.sym_ctas,
+            std::env::var("NCCL_SYM_CTAS").ok().as_deref(),
+        )?;
         let sizes = self.sweep.sizes(4)?;
         if !self.send_offset.is_multiple_of(4) || !self.recv_offset.is_multiple_of(4) {
             return Err(CannotRun::new(
@@ -192,7 +253,20 @@ const BENCH: Lesson = Lesson {
 };
 
 fn main() -> ExitCode {
-    common::run_checked(&BENCH, Args::check, bench)
+    common::run_checked(
+        &BENCH,
+        |args: &Args| {
+            args.check()?;
+            // NOTE: before any thread starts and before NCCL is loaded (the
+            // launcher calls this first, in every MPI process): NCCL reads
+            // NCCL_SYM_CTAS at its first symmetric collective and keeps it.
+            if let Some(n) = args.sym_ctas {
+                std::env::set_var("NCCL_SYM_CTAS", n.to_string());
+            }
+            Ok(())
+        },
+        bench,
+    )
 }
 
 fn bench(ctx: &RankContext, args: &Args) -> Result<()> {
@@ -359,7 +433,7 @@ fn bench(ctx: &RankContext, args: &Args) -> Result<()> {
             };
             match contender {
                 // SAFETY: both windows hold the sweep's largest size past the offsets.
-                Contender::Nccl => unsafe {
+                Contender::Nccl | Contender::NcclTuned => unsafe {
                     nccl_allreduce(
                         input.cast::<u8>().add(input_offset).cast(),
                         recv.as_ptr().cast::<u8>().add(output_offset).cast(),
@@ -431,7 +505,8 @@ fn bench(ctx: &RankContext, args: &Args) -> Result<()> {
         if args.stress.stress.is_some() {
             stressed.push(sweep.stress(&args.stress, &name, op)?);
         } else {
-            series.push(sweep.series((&name, contender.about()), &progress, op)?);
+            let about = contender.about(args.sym_ctas);
+            series.push(sweep.series((&name, &about), &progress, op)?);
         }
     }
     progress.finish_and_clear();
@@ -470,5 +545,52 @@ fn bench(ctx: &RankContext, args: &Args) -> Result<()> {
     match report {
         Some(report) => report.fail_on_wrong(ctx),
         None => allreduce::publish_stress(ctx, &args.stress, &stressed),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use Contender::{Fast, Nccl, NcclTuned};
+
+    #[test]
+    fn nccl_tuned_needs_sym_ctas_and_never_shares_a_run_with_nccl() {
+        assert!(check_sym_ctas(&[Nccl, Fast], None, None).is_ok());
+        assert!(check_sym_ctas(&[NcclTuned, Fast], Some(64), None).is_ok());
+        // --sym-ctas wins over the environment's value (it is set before NCCL starts).
+        assert!(check_sym_ctas(&[NcclTuned], Some(64), Some("7")).is_ok());
+        let err = check_sym_ctas(&[NcclTuned], None, None).unwrap_err();
+        assert!(
+            err.reason.starts_with("nccl-tuned needs --sym-ctas N"),
+            "{}",
+            err.reason
+        );
+        let err = check_sym_ctas(&[Nccl, NcclTuned], Some(32), None).unwrap_err();
+        assert!(
+            err.reason.contains("`nccl` would be tuned too"),
+            "{}",
+            err.reason
+        );
+        assert_eq!(
+            err.fix,
+            "time nccl (NCCL's defaults) and nccl-tuned --sym-ctas N in two runs"
+        );
+        let err = check_sym_ctas(&[Nccl], None, Some("64")).unwrap_err();
+        assert!(
+            err.reason.starts_with("NCCL_SYM_CTAS=64 is set"),
+            "{}",
+            err.reason
+        );
+        // Without any NCCL series the variable does not matter.
+        assert!(check_sym_ctas(&[Fast], Some(8), Some("64")).is_ok());
+    }
+
+    #[test]
+    fn the_tuned_series_says_its_block_count() {
+        assert_eq!(
+            NcclTuned.about(Some(64)),
+            "ncclAllReduce on the symmetric windows, NCCL_SYM_CTAS=64"
+        );
+        assert!(Nccl.about(None).ends_with("NCCL's defaults"));
     }
 }
