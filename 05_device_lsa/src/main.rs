@@ -59,7 +59,7 @@ use common::verify::check_all;
 use common::{CannotRun, Lesson, NcclVersion, Needs, RankContext};
 use cudarc::driver::{result as cu, sys as cu_sys, CudaContext};
 use device_build::route::Build;
-use device_build::shim::DevComm;
+use device_build::shim::{check_lsa_team, DevComm};
 use device_build::Env;
 use device_lsa::fast::{self, FastKernels, FastOptions, GridPlan};
 use device_lsa::launch::{AllReduceArgs, Module};
@@ -271,6 +271,11 @@ fn device_lsa(ctx: &RankContext, args: &Args) -> Result<()> {
         }
     }
     .context("Step 7: ncclDevCommCreate")?;
+    // NOTE: the kernels reach only the LSA team, the ranks whose memory this
+    // GPU maps (one node at most). If it holds fewer than every rank, the
+    // ranks span nodes and the kernel would sum within each node: refuse
+    // (exit 2) before any launch rather than verify a wrong answer.
+    ctx.all_ok(check_lsa_team(dev_comm.lsa_size(), size).map_err(Into::into))?;
     let barriers = match args.kernel {
         Kernel::Simple => format!("{BLOCKS} LSA barriers"),
         Kernel::Fast if fast_kernels.oneshot.is_some() => format!(

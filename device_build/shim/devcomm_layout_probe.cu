@@ -11,6 +11,9 @@
 #define OFF(field) __builtin_offsetof(ncclDevCommRequirements, field)
 static_assert(NCCL_VERSION_CODE == 23203, "the layout below is 2.32.3's");
 static_assert(sizeof(ncclDevComm) == 248 && alignof(ncclDevComm) == 8, "ncclDevComm");
+static_assert(__builtin_offsetof(ncclDevComm, nRanks) == 12 &&
+              __builtin_offsetof(ncclDevComm, lsaRank) == 20 &&
+              __builtin_offsetof(ncclDevComm, lsaSize) == 24, "ncclDevComm team fields");
 static_assert(sizeof(ncclDevCommRequirements) == 120, "ncclDevCommRequirements size");
 static_assert(OFF(resourceRequirementsList) == 16 && OFF(teamRequirementsList) == 24 &&
               OFF(lsaMultimem) == 32 && OFF(barrierCount) == 36 && OFF(lsaBarrierCount) == 40 &&

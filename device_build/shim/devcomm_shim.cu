@@ -50,6 +50,13 @@ int devcomm_shim_create(ncclComm_t comm, int lsaBarrierCount, int llBlocks, int 
   return (int)ncclDevCommCreate(comm, &reqs, static_cast<ncclDevComm*>(out));
 }
 
+// The LSA team's size in a device communicator this library created: how
+// many ranks this one reaches by loads and stores (its node, at most). The
+// host compares it with the communicator's size before launching a kernel.
+int devcomm_shim_lsa_size(const void* devComm) {
+  return static_cast<const ncclDevComm*>(devComm)->lsaSize;
+}
+
 int devcomm_shim_destroy(ncclComm_t comm, const void* devComm) {
   return (int)ncclDevCommDestroy(comm, static_cast<const ncclDevComm*>(devComm));
 }

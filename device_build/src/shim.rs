@@ -23,6 +23,7 @@ type SymbolFn = unsafe extern "C" fn() -> *mut c_void;
 type CreateFn =
     unsafe extern "C" fn(sys::ncclComm_t, c_int, c_int, c_int, *mut c_void, *mut c_void) -> c_int;
 type DestroyFn = unsafe extern "C" fn(sys::ncclComm_t, *const c_void) -> c_int;
+type LsaSizeFn = unsafe extern "C" fn(*const c_void) -> c_int;
 
 /// How the device communicator is made: through the nvcc route's shim, or,
 /// on the jit route (no shim), by calling NCCL directly with a requirements
@@ -41,6 +42,7 @@ enum Calls {
     Shim {
         create: CreateFn,
         destroy: DestroyFn,
+        lsa_size: LsaSizeFn,
     },
     Direct {
         create: NcclCreateFn,
@@ -96,6 +98,9 @@ pub const LAYOUT_PROBE: crate::Source = crate::Source {
 
 /// `sizeof(ncclDevComm)` in NCCL 2.32.3 (and its alignment).
 pub const DEV_COMM_SIZE_2_32_3: usize = 248;
+/// `offsetof(ncclDevComm, lsaSize)` in NCCL 2.32.3 (an `int`; asserted in
+/// the real header by [`LAYOUT_PROBE`]).
+pub const DEV_COMM_LSA_SIZE_OFFSET_2_32_3: usize = 24;
 const NCCL_API_MAGIC: u32 = 0xcafe_beef;
 
 impl DevCommRequirements {
@@ -156,6 +161,7 @@ impl Shim {
             let create: CreateFn = *library.get(b"devcomm_shim_create\0")?;
             let destroy: DestroyFn = *library.get(b"devcomm_shim_destroy\0")?;
             let ll_handle_size: SizeFn = *library.get(b"devcomm_shim_ll_handle_size\0")?;
+            let lsa_size: LsaSizeFn = *library.get(b"devcomm_shim_lsa_size\0")?;
 
             let built_for = NcclVersion::from_code(header_version() as u32);
             ensure!(
@@ -171,7 +177,11 @@ impl Shim {
             let layout = Layout::from_size_align(size(), align())
                 .context("ncclDevComm's size and alignment")?;
             Ok(Self {
-                calls: Calls::Shim { create, destroy },
+                calls: Calls::Shim {
+                    create,
+                    destroy,
+                    lsa_size,
+                },
                 layout,
                 ll_handle_size: ll_handle_size(),
                 _library: library,
@@ -305,7 +315,10 @@ impl<'a> DevComm<'a> {
                     err.to_string(),
                     "the device API needs a communicator with symmetric memory: GPUs that reach each other\n\
                      by CUDA P2P, cuMem enabled (NCCL_CUMEM_ENABLE not 0), and more than one rank\n\
-                     (NCCL 2.28.3 gives a single-rank communicator no symmetric support: use NTHREADS=2 or more)",
+                     (NCCL 2.28.3 gives a single-rank communicator no symmetric support: use NTHREADS=2 or more),\n\
+                     and every rank on one node: NCCL gives a communicator that spans nodes (NCCL_HOSTID differs,\n\
+                     or separate hosts) no symmetric support without GIN, and the device API's LSA half reaches\n\
+                     only within a node",
                 )
                 .into());
             }
@@ -330,6 +343,27 @@ impl<'a> DevComm<'a> {
     /// The LL staging buffer it was created with, if any.
     pub fn ll_staging(&self) -> Option<LlStaging> {
         self.ll
+    }
+
+    /// `devComm.lsaSize`: how many ranks this one reaches by loads and
+    /// stores (its LSA team; one node at most). Read by the shim, which
+    /// knows the layout, or on the jit route at 2.32.3's offset.
+    pub fn lsa_size(&self) -> usize {
+        let size = match self.shim.calls {
+            // SAFETY: `bytes` holds the device communicator the shim's
+            // ncclDevCommCreate filled.
+            Calls::Shim { lsa_size, .. } => unsafe { lsa_size(self.bytes.cast()) },
+            // SAFETY: `bytes` holds a 2.32.3 ncclDevComm (Shim::direct
+            // refuses any other release), whose int lsaSize sits at this
+            // offset, 4-byte aligned in an 8-byte aligned buffer.
+            Calls::Direct { .. } => unsafe {
+                self.bytes
+                    .add(DEV_COMM_LSA_SIZE_OFFSET_2_32_3)
+                    .cast::<c_int>()
+                    .read()
+            },
+        };
+        size.max(0) as usize
     }
 
     /// The kernel argument: a pointer to the `ncclDevComm` bytes, which
@@ -370,6 +404,30 @@ impl Drop for DevComm<'_> {
             eprintln!("warning: cleanup: {err:#}");
         }
     }
+}
+
+/// Whether a device communicator whose LSA team holds `lsa_size` ranks can
+/// run a kernel that must reach all `world` ranks by loads and stores (an
+/// AllReduce on LSA pointers alone). When the team is smaller, the ranks
+/// span several nodes: such a kernel would sum within each node and every
+/// rank would check a wrong result, so it must not be launched. Exit code 2,
+/// naming the nodes, the team and what a cross-node kernel needs.
+pub fn check_lsa_team(lsa_size: usize, world: usize) -> Result<(), CannotRun> {
+    if lsa_size >= world {
+        return Ok(());
+    }
+    let nodes = world.div_ceil(lsa_size.max(1));
+    Err(CannotRun::new(
+        format!(
+            "the device communicator's LSA team holds {lsa_size} of the {world} ranks: the ranks span {nodes} nodes \
+             (world {world} / LSA team {lsa_size}), and this kernel reaches its peers by loads and stores (LSA) only, \
+             so it would sum within each node and give every rank a wrong result"
+        ),
+        "run every rank on one node (all GPUs linked by NVLink or PCIe P2P), or use an AllReduce that crosses nodes:\n\
+         ncclAllReduce (lessons 01 and 02); a device-API kernel across nodes needs the API's GIN half\n\
+         (GPU-initiated networking: ncclGin, GIN resources in ncclDevCommCreate's requirements, and a network\n\
+         with GIN support, such as InfiniBand or RoCE), which this lesson leaves out",
+    ))
 }
 
 /// The shim returns `ncclResult_t` as an int.
@@ -438,6 +496,33 @@ mod tests {
             (reqs.size, reqs.magic, reqs.version),
             (120, 0xcafebeef, 23203)
         );
+    }
+
+    #[test]
+    fn an_lsa_team_smaller_than_the_world_cannot_run() {
+        assert!(check_lsa_team(2, 2).is_ok());
+        assert!(check_lsa_team(8, 8).is_ok());
+        // 2 emulated nodes of 1 GPU, and 2 x 2.
+        let err = check_lsa_team(1, 2).unwrap_err();
+        assert!(
+            err.reason.starts_with(
+                "the device communicator's LSA team holds 1 of the 2 ranks: the ranks span 2 nodes (world 2 / LSA team 1)"
+            ),
+            "{}",
+            err.reason
+        );
+        assert!(err.reason.contains("wrong result"), "{}", err.reason);
+        assert!(err.fix.contains("GIN half"), "{}", err.fix);
+        assert!(err.fix.contains("ncclAllReduce"), "{}", err.fix);
+        let err = check_lsa_team(2, 4).unwrap_err();
+        assert!(err.reason.contains("span 2 nodes"), "{}", err.reason);
+        // Uneven nodes (3 ranks, teams of 2): at least 2 nodes.
+        assert!(check_lsa_team(2, 3)
+            .unwrap_err()
+            .reason
+            .contains("span 2 nodes"));
+        // A team of 0 (a broken read) is refused, not divided by.
+        assert!(check_lsa_team(0, 2).is_err());
     }
 
     #[test]

@@ -58,7 +58,7 @@ use common::setup;
 use common::{parse_size, CannotRun, Lesson, NcclVersion, Needs, RankContext};
 use cudarc::driver::{sys as cu_sys, CudaContext};
 use device_build::route::{Build, Plan};
-use device_build::shim::DevComm;
+use device_build::shim::{check_lsa_team, DevComm};
 use device_build::Env;
 use device_lsa::fast::{self, FastKernels, FastOptions, GridPlan, Path};
 use device_lsa::launch::{launch_allreduce, AllReduceArgs, Module};
@@ -393,6 +393,9 @@ fn bench(ctx: &RankContext, args: &Args) -> Result<()> {
     let staging = fast_kernels.oneshot.map(|_| staging);
     let mut dev_comm =
         DevComm::create(&shim, &comm, barriers, staging).context("ncclDevCommCreate")?;
+    // Every kernel here reaches only the LSA team: ranks on several nodes
+    // would sum within each node (device_build::shim::check_lsa_team).
+    ctx.all_ok(check_lsa_team(dev_comm.lsa_size(), size).map_err(Into::into))?;
 
     let buffers = Buffers {
         send: &send,
