@@ -646,6 +646,22 @@ macro_rules! lesson_tests {
     };
 }
 
+/// How a program may end on emulated nodes
+/// ([`LessonUnderTest::assert_on_two_emulated_nodes`]): exit code 0 with
+/// `verified` on stdout (if `Some`), or exit code 2 with one of `refused` on
+/// stderr (if not empty). Anything else, exit code 1 above all, fails.
+#[derive(Debug, Clone, Copy)]
+pub struct Emulated {
+    pub verified: Option<&'static str>,
+    pub refused: &'static [&'static str],
+}
+
+/// The refusals a kernel on the device API's LSA half may end in across
+/// nodes, by NCCL release: no symmetric memory at `ncclDevCommCreate`
+/// (2.28), a NULL window at registration (2.29+ without GIN), or the
+/// lessons' own check of the LSA team against the world.
+pub const LSA_ACROSS_NODES: &[&str] = &["LSA team holds", "symmetric memory", "NULL window"];
+
 /// A lesson binary and its crate, for the tests every lesson shares.
 pub struct LessonUnderTest {
     pub name: &'static str,
@@ -820,6 +836,63 @@ impl LessonUnderTest {
             self.name
         );
         (stdout, stderr)
+    }
+
+    /// `mpirun -np ranks tools/emulate-nodes <lesson>`: the ranks on
+    /// emulated nodes of `per_node` ranks each (NCCL_HOSTID per node, see
+    /// the wrapper and the book's "Beyond one node"). MPI builds only.
+    pub fn emulated_nodes_command(&self, ranks: usize, per_node: usize) -> Command {
+        let wrapper = self.dir.join("../tools/emulate-nodes");
+        let mut cmd = mpirun(ranks, &wrapper);
+        cmd.arg(&self.binary)
+            .env("EMULATED_RANKS_PER_NODE", per_node.to_string());
+        cmd
+    }
+
+    /// Runs the program on 2 emulated nodes (`ranks` / 2 ranks each) with
+    /// `args`, and checks that it ends as `outcome` allows: verified, or
+    /// refused with exit code 2 and a reason. Never exit code 1: a wrong
+    /// answer across nodes is the defect this looks for. Returns (exit code,
+    /// stdout, stderr). In a thread-mode build it cannot emulate (one
+    /// process, one environment) and returns `None`.
+    pub fn assert_on_two_emulated_nodes(
+        &self,
+        ranks: usize,
+        args: &[&str],
+        outcome: Emulated,
+    ) -> Option<(i32, String, String)> {
+        if !mpi_build() {
+            eprintln!(
+                "skipped: {} on emulated nodes needs the MPI build (--features mpi)",
+                self.name
+            );
+            return None;
+        }
+        assert!(
+            ranks >= 2 && ranks.is_multiple_of(2),
+            "2 emulated nodes need an even number of ranks, not {ranks}"
+        );
+        let mut cmd = self.emulated_nodes_command(ranks, ranks / 2);
+        let out = run_with_timeout(cmd.args(args), Duration::from_secs(300));
+        let code = out.status.code().unwrap_or(-1);
+        let (stdout, stderr) = (
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        );
+        let context = format!(
+            "{} {args:?} on 2 emulated nodes: exit {code}\n--- stdout\n{stdout}\n--- stderr\n{stderr}",
+            self.name
+        );
+        match (code, outcome.verified) {
+            (0, Some(key)) => assert!(stdout.contains(key), "{key:?} missing: {context}"),
+            (2, _) if !outcome.refused.is_empty() => assert!(
+                outcome.refused.iter().any(|reason| stderr.contains(reason)),
+                "none of {:?} in the refusal: {context}",
+                outcome.refused
+            ),
+            _ => panic!("not an outcome allowed here ({outcome:?}): {context}"),
+        }
+        Some((code, stdout, stderr))
     }
 
     /// Runs the program with NCCL's tuning log on and returns what NCCL
