@@ -9,12 +9,15 @@
 # its folder given only as NCCL_HOME, as a user with NCCL from pip would.
 # Stage first, one call per release, back to back while the machine is warm:
 # carry .nccl/nccl-VERSION.tar.xz, run `call16-releases-one-gpu.sh stage`;
-# then carry .carry (stage.sh) and run this with CALL set.
+# then carry .carry (stage.sh) and run this with CALL set. One call may run
+# 10 minutes: split the work with ONLY, e.g. ONLY="2.29.7 2.30.7 2.31.2",
+# then ONLY=2.28.3, then ONLY=2.32.3 (the suites take 5 minutes each release).
 set -u
 CALL=${CALL:?name the call, e.g. CALL=call17}
 . runs/2026-11-25/scripts/gpu-run-lib.sh
 releases=(2.28.3 2.28.9)
 for d in /tmp/nccl/*/; do releases+=("$(basename "$d")"); done
+[ -n "${ONLY:-}" ] && read -r -a releases <<< "$ONLY"
 for v in "${releases[@]}"; do
   case $v in
     2.28.3) E="env LD_LIBRARY_PATH=" X="" ;;
