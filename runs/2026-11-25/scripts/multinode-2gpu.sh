@@ -2,7 +2,8 @@
 # Issue 25 on one machine with 2 GPUs (kind nvidia-h200-x2; 4 GPUs, when
 # lent, give 2 nodes of 2): every lesson and benchmark on 2 emulated nodes,
 # on NCCL 2.28.3 (the system's) and 2.32.3 (staged), then the emulated GPU
-# tests of the MPI build. Not run yet: only one-GPU machines were lent on
+# tests of the MPI build; also on 2.28.9 (the PyTorch venv's wheel), where
+# symmetric support has no node condition. Not run yet: only one-GPU machines were lent on
 # 2026-11-25.
 #
 # The emulation: tools/emulate-nodes, started by mpirun in place of each
@@ -31,7 +32,10 @@
 #   reach its cross-node refusal.
 # * 05 (simple, fast) and 05_allreduce_bench: exit 2 before any kernel: "does not support
 #   symmetric memory" at ncclDevCommCreate (2.28.3), a NULL window (2.32.3 without GIN), or
-#   "LSA team holds 1 of the 2 ranks: the ranks span 2 nodes". NEVER exit 1.
+#   "LSA team holds 1 of the 2 ranks: the ranks span 2 nodes" (2.28.9, if its device
+#   communicator is created across nodes). NEVER exit 1.
+# * 02 on 2.28.9: verified, an ordinary kernel (symmetric kernels are masked off when
+#   nNodes > 1).
 # * the benchmarks 02 and 03: exit 0 (0 wrong) or exit 2 at a NULL window.
 # Every step's log is in $OUT/$CALL/<name>.log; index.txt has each exit code and key lines.
 set -u
@@ -85,6 +89,16 @@ every_program() {
 
 # --- NCCL 2.28.3, the system's (nvcc route for 05) ---
 every_program nccl-2.28.3 LD_LIBRARY_PATH= XDG_CACHE_HOME=$MN/cache
+
+# --- NCCL 2.28.9, the PyTorch venv's wheel ($W, linked as /tmp/wheel/libnccl.so by
+#     gpu-run-lib.sh): from 2.28.7 symmetric support has no node condition, so
+#     ncclDevCommCreate may succeed across nodes with an LSA team of one node: the
+#     case lesson 05's LSA team check is for ---
+if [ -f "$W/lib/libnccl.so.2" ]; then
+  every_program nccl-2.28.9 LD_LIBRARY_PATH=/tmp/wheel NCCL_HOME=$W XDG_CACHE_HOME=$MN/cache
+else
+  echo "no NCCL 2.28.9 wheel at $W: its runs were skipped" | tee -a "$L/index.txt"
+fi
 
 # --- NCCL 2.32.3, staged (auto route for 05: jit where NVRTC and nvJitLink are staged) ---
 if [ -f "$SITE/nvidia/nccl/lib/libnccl.so.2" ]; then
