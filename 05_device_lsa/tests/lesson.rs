@@ -126,6 +126,88 @@ fn benchmark_runs_and_finds_no_wrong_element() {
     bench().assert_benchmark_clean(gpu_ranks(), &args, 3, 7);
 }
 
+/// `nccl-tuned` without `--sym-ctas`, or beside `nccl`, is refused before
+/// any GPU is looked for: exit 2 on any machine.
+#[test]
+fn nccl_tuned_is_refused_without_sym_ctas_or_beside_nccl() {
+    for (args, reason) in [
+        (
+            &["--kernels", "nccl-tuned"][..],
+            "nccl-tuned needs --sym-ctas N",
+        ),
+        (
+            &["--kernels", "nccl,nccl-tuned", "--sym-ctas", "64"][..],
+            "`nccl` would be tuned too",
+        ),
+    ] {
+        let mut cmd = std::process::Command::new(&bench().binary);
+        cmd.args(args).env_remove("NCCL_SYM_CTAS");
+        let out = run_with_timeout(&mut cmd, Duration::from_secs(60));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(reason), "{args:?}: {stderr}");
+        assert!(stderr.contains("fix: "), "{args:?}: {stderr}");
+    }
+}
+
+/// NCCL tuned: ncclAllReduce with NCCL_SYM_CTAS=32, checked like every
+/// contender; the series says the value it ran with.
+#[test]
+#[ignore = "needs 2 GPUs"]
+fn the_tuned_nccl_series_finds_no_wrong_element() {
+    let args = [
+        "--kernels",
+        "nccl-tuned,fast",
+        "--sym-ctas",
+        "32",
+        "-b",
+        "8",
+        "-e",
+        "4M",
+        "-f",
+        "8",
+        "-n",
+        "5",
+        "-w",
+        "2",
+        "--trials",
+        "2",
+    ];
+    let report = bench().assert_benchmark_clean(gpu_ranks(), &args, 2, 7);
+    assert_eq!(report.series[0].name, "nccl-tuned");
+    assert!(
+        report.series[0].about.ends_with("NCCL_SYM_CTAS=32"),
+        "{}",
+        report.series[0].about
+    );
+}
+
+/// More two-shot blocks than the GPU holds at once are refused (exit 2).
+#[test]
+#[ignore = "needs 2 GPUs"]
+fn more_twoshot_blocks_than_can_be_resident_are_refused() {
+    let out = bench().run(
+        gpu_ranks(),
+        &[
+            "--kernels",
+            "twoshot",
+            "--twoshot-blocks",
+            "1024",
+            "-b",
+            "1M",
+            "-e",
+            "1M",
+        ],
+        Duration::from_secs(300),
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("--twoshot-blocks 1024 asks for more blocks than this GPU holds at once"),
+        "{stderr}"
+    );
+}
+
 /// The stress mode on every kernel and on ncclAllReduce: 2,000 back-to-back
 /// operations per size and placement, each in its own region and checked,
 /// with the ranks skewed by up to 20 µs before each launch. The sizes reach
