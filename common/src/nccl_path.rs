@@ -436,7 +436,9 @@ mod tests {
         std::env::set_var("SYMMEM_TEST_SET_AFTER_START", "1");
         let started = started_environment();
         assert!(started.iter().any(|(k, _)| k == "PATH"), "{started:?}");
-        assert!(!started.iter().any(|(k, _)| k == "SYMMEM_TEST_SET_AFTER_START"));
+        assert!(!started
+            .iter()
+            .any(|(k, _)| k == "SYMMEM_TEST_SET_AFTER_START"));
     }
 
     #[test]
