@@ -151,6 +151,17 @@ struct NvshmemSymmContext {
   unsigned int* grid_sync;    // as in NcclSymmContext
 };
 
+// The host writes these layouts from Rust (src/context.rs checks the same numbers).
+static_assert(sizeof(SymmContext) == 12, "SymmContext layout");
+static_assert(__builtin_offsetof(NcclSymmContext, buffer_window) == 16, "NcclSymmContext layout");
+static_assert(__builtin_offsetof(NcclSymmContext, dev_comm) == 32, "NcclSymmContext layout");
+static_assert(__builtin_offsetof(NcclSymmContext, buffer_size) == 48, "NcclSymmContext layout");
+static_assert(__builtin_offsetof(NcclSymmContext, grid_sync) == 64, "NcclSymmContext layout");
+static_assert(sizeof(NcclSymmContext) == 72, "NcclSymmContext layout");
+static_assert(__builtin_offsetof(NvshmemSymmContext, local_buffer) == 16, "NvshmemSymmContext layout");
+static_assert(__builtin_offsetof(NvshmemSymmContext, offset) == 40, "NvshmemSymmContext layout");
+static_assert(sizeof(NvshmemSymmContext) == 56, "NvshmemSymmContext layout");
+
 // ---------------------------------------------------------------------------
 // Small helpers.
 // ---------------------------------------------------------------------------

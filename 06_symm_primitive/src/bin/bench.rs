@@ -1,0 +1,2 @@
+//! Placeholder, replaced by the benchmark in a later commit.
+fn main() {}
