@@ -107,6 +107,20 @@ impl DeviceBytes {
         unsafe { cu::memcpy_htod_sync(self.ptr, data) }.context("cuMemcpyHtoD")
     }
 
+    /// Copies the device bytes at `offset` into `out`.
+    pub fn read_at(&self, offset: usize, out: &mut [u8]) -> Result<()> {
+        anyhow::ensure!(offset + out.len() <= self.len, "read past the end");
+        // SAFETY: bounds checked above.
+        unsafe { cu::memcpy_dtoh_sync(out, self.ptr + offset as u64) }.context("cuMemcpyDtoH")
+    }
+
+    /// Overwrites the bytes at `offset` with `data`.
+    pub fn write_at(&self, offset: usize, data: &[u8]) -> Result<()> {
+        anyhow::ensure!(offset + data.len() <= self.len, "write past the end");
+        // SAFETY: bounds checked above.
+        unsafe { cu::memcpy_htod_sync(self.ptr + offset as u64, data) }.context("cuMemcpyHtoD")
+    }
+
     /// The device address.
     pub fn address(&self) -> u64 {
         self.ptr

@@ -110,6 +110,29 @@ pub fn decode(bytes: &[u8], dtype: Dtype) -> Vec<f32> {
     }
 }
 
+/// The all-reduced partial outputs (what `symm_all_reduce` leaves in the
+/// buffer), as float32 values of `dtype`.
+pub fn sums(layer: &Layer, ranks: usize, dtype: Dtype) -> Vec<f32> {
+    let (hidden, k) = (layer.hidden, layer.k);
+    let x: Vec<Vec<f32>> = (0..ranks).map(|r| activations(layer, r)).collect();
+    let w: Vec<Vec<f32>> = (0..ranks).map(|r| weights(layer, r)).collect();
+    (0..layer.elements())
+        .into_par_iter()
+        .map(|e| {
+            let (t, i) = (e / hidden, e % hidden);
+            let mut sum = 0f32;
+            for r in 0..ranks {
+                let mut partial = 0f32;
+                for j in 0..k {
+                    partial = x[r][t * k + j].mul_add(w[r][j * hidden + i], partial);
+                }
+                sum += round(partial, dtype);
+            }
+            round(sum, dtype)
+        })
+        .collect()
+}
+
 /// What the layer tail must produce on every rank: (normalized output, new
 /// residual), as float32 values of `dtype`.
 pub fn expected(layer: &Layer, ranks: usize, dtype: Dtype) -> (Vec<f32>, Vec<f32>) {

@@ -55,7 +55,10 @@ fn missing_nvshmem_exits_2_with_the_fix() {
         stderr.contains(&empty.path().display().to_string()),
         "{stderr}"
     );
-    assert!(stderr.contains("pip install nvidia-nvshmem-cu13"), "{stderr}");
+    assert!(
+        stderr.contains("pip install nvidia-nvshmem-cu13"),
+        "{stderr}"
+    );
 }
 
 /// An NCCL without the device API (here a stand-in 2.27.7 named by
