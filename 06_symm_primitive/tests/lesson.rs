@@ -132,8 +132,17 @@ fn benchmark_runs_and_finds_no_wrong_element() {
     let args = [
         "-b", "8", "-e", "4M", "-f", "8", "-n", "5", "-w", "2", "--trials", "2",
     ];
+    // run_to_success: a wrong element would exit 1.
     let (stdout, _) = bench().run_to_success(gpu_ranks(), &args);
-    assert!(stdout.contains("# Out of bounds values : 0 OK"), "{stdout}");
+    for series in [
+        "fused-nccl",
+        "unfused05-nccl",
+        "unfused-nccl-nccl",
+        "symm",
+        "fast05",
+    ] {
+        assert!(stdout.contains(series), "{series} missing:\n{stdout}");
+    }
 }
 
 #[test]
@@ -141,5 +150,5 @@ fn benchmark_runs_and_finds_no_wrong_element() {
 fn stress_finds_no_wrong_element_in_the_fused_kernel() {
     let args = ["--stress", "2000", "-b", "4K", "-e", "4M", "-f", "32"];
     let (stdout, _) = bench().run_to_success(gpu_ranks(), &args);
-    assert!(stdout.contains("0 wrong"), "{stdout}");
+    assert!(stdout.contains("# wrong elements in all: 0"), "{stdout}");
 }
