@@ -63,7 +63,7 @@ use device_build::shim::DevComm;
 use device_build::Env;
 use device_lsa::fast::{self, FastKernels, FastOptions};
 use device_lsa::launch::{AllReduceArgs, Module};
-use device_lsa::{build, choose_route, plan_include, CACHE_NAME, KERNEL_NAME, THREADS};
+use device_lsa::{build_chosen, choose_route, plan_include, CACHE_NAME, KERNEL_NAME, THREADS};
 
 /// Elements per buffer: 1M floats (4 MiB), as in NCCL's example.
 const COUNT: usize = 1024 * 1024;
@@ -140,23 +140,24 @@ fn device_lsa(ctx: &RankContext, args: &Args) -> Result<()> {
     // with the loaded NCCL's own device library. Rank 0 builds first and the
     // others wait, so that they find the cache filled instead of all
     // compiling at once.
-    let chosen = ctx.all_ok(
+    let mut chosen = ctx.all_ok(
         choose_route(args.build, major, minor, false)
             .context("Step 2: choose how to build the kernels"),
     )?;
-    if ctx.is_root() {
-        eprintln!("note: build route: {} ({})", chosen.plan.name(), chosen.why);
-    }
     let cache = Env::from_process().cache_root(CACHE_NAME);
+    let mut build = || build_chosen(args.build, &mut chosen, &cache, (major, minor), false);
     let first = if ctx.is_root() {
-        build(&chosen.plan, &cache).map(Some)
+        build().map(Some)
     } else {
         Ok(None)
     };
     let built = match ctx.all_ok(first.context("Step 2: build the kernels"))? {
         Some(built) => built,
-        None => build(&chosen.plan, &cache).context("Step 2: build the kernels")?,
+        None => build().context("Step 2: build the kernels")?,
     };
+    if ctx.is_root() {
+        eprintln!("note: build route: {} ({})", chosen.plan.name(), chosen.why);
+    }
     let source = match args.kernel {
         Kernel::Simple => built.simple_source(),
         Kernel::Fast => built.fast_source(),

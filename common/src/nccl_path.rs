@@ -276,8 +276,14 @@ pub fn reexec_with_pip_nccl() -> Result<(), CannotRun> {
         );
         return Ok(());
     }
+    // The environment the program was started with, not the one it has now:
+    // a lesson may have set variables for itself before the launcher ran
+    // (lesson 02 points NCCL's log at a file of its own), and the restarted
+    // program sets them again.
+    let started_with = started_environment();
     let mut library_path = OsString::from(dir.path());
-    if let Some(old) = std::env::var_os("LD_LIBRARY_PATH").filter(|v| !v.is_empty()) {
+    let old = started_with.iter().find(|(k, _)| k == "LD_LIBRARY_PATH");
+    if let Some((_, old)) = old.filter(|(_, v)| !v.is_empty()) {
         library_path.push(":");
         library_path.push(old);
     }
@@ -286,6 +292,8 @@ pub fn reexec_with_pip_nccl() -> Result<(), CannotRun> {
     let err = std::process::Command::new("/proc/self/exe")
         .arg0(arg0)
         .args(args)
+        .env_clear()
+        .envs(started_with)
         .env("LD_LIBRARY_PATH", library_path)
         .env(LINK_DIR_VARIABLE, dir.path())
         .exec();
@@ -295,6 +303,26 @@ pub fn reexec_with_pip_nccl() -> Result<(), CannotRun> {
         candidate.library.display()
     );
     Ok(())
+}
+
+/// The environment this process was started with: `/proc/self/environ`
+/// keeps the block the kernel gave it, which `setenv` leaves as it was.
+/// The current environment where that cannot be read.
+fn started_environment() -> Vec<(OsString, OsString)> {
+    let Ok(block) = std::fs::read("/proc/self/environ") else {
+        return std::env::vars_os().collect();
+    };
+    block
+        .split(|&b| b == 0)
+        .filter_map(|entry| {
+            let at = entry.iter().position(|&b| b == b'=')?;
+            let (key, value) = (&entry[..at], &entry[at + 1..]);
+            Some((
+                OsStr::from_bytes(key).into(),
+                OsStr::from_bytes(value).into(),
+            ))
+        })
+        .collect()
 }
 
 /// The file that `libnccl.so`, cudarc's first name for NCCL, loads from.
@@ -399,6 +427,16 @@ mod tests {
         let found = candidates(&env);
         assert_eq!(found.len(), 1, "{found:?}");
         assert!(found[0].through.contains("bin/python3"), "{found:?}");
+    }
+
+    #[test]
+    fn the_restart_gets_the_environment_the_program_started_with() {
+        // What the program sets for itself (lesson 02's NCCL_DEBUG) is not
+        // passed on: the restarted program sets it again.
+        std::env::set_var("SYMMEM_TEST_SET_AFTER_START", "1");
+        let started = started_environment();
+        assert!(started.iter().any(|(k, _)| k == "PATH"), "{started:?}");
+        assert!(!started.iter().any(|(k, _)| k == "SYMMEM_TEST_SET_AFTER_START"));
     }
 
     #[test]

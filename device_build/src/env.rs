@@ -21,6 +21,10 @@ pub struct Env {
     /// may hold the NVIDIA wheels.
     pub virtual_env: Option<OsString>,
     pub conda_prefix: Option<OsString>,
+    /// Where the CUDA toolkit installs itself, tried after `cuda_home`:
+    /// `/usr/local/cuda` in [`Env::from_process`], none in `Env::default()`,
+    /// so that tests see only the directories they make.
+    pub default_toolkit: Option<std::path::PathBuf>,
 }
 
 impl Env {
@@ -35,6 +39,7 @@ impl Env {
             home: var("HOME"),
             nvrtc: var("NVRTC"),
             nvjitlink: var("NVJITLINK"),
+            default_toolkit: Some("/usr/local/cuda".into()),
             virtual_env: var("VIRTUAL_ENV"),
             conda_prefix: var("CONDA_PREFIX"),
         }

@@ -75,10 +75,11 @@ pub fn site_packages(env: &Env, nccl_library: &Path) -> Vec<PathBuf> {
     sites
 }
 
-/// The toolkit directories: `$CUDA_HOME`, then `/usr/local/cuda`.
+/// The toolkit directories: `$CUDA_HOME`, then `/usr/local/cuda`
+/// ([`Env::default_toolkit`]).
 fn toolkits(env: &Env) -> Vec<PathBuf> {
     let mut dirs: Vec<PathBuf> = env.cuda_home.iter().map(PathBuf::from).collect();
-    dirs.push(PathBuf::from("/usr/local/cuda"));
+    dirs.extend(env.default_toolkit.clone());
     dirs
 }
 

@@ -225,7 +225,8 @@ pub fn choose(
     }
 }
 
-fn reason(error: &anyhow::Error) -> String {
+/// The reason of a route's error, without its fix.
+pub fn reason(error: &anyhow::Error) -> String {
     match error.downcast_ref::<CannotRun>() {
         Some(cannot) => cannot.reason.clone(),
         None => format!("{error:#}"),

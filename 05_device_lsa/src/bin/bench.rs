@@ -55,7 +55,7 @@ use device_build::Env;
 use device_lsa::fast::{self, FastKernels, FastOptions, Path};
 use device_lsa::launch::{launch_allreduce, AllReduceArgs, Module};
 use device_lsa::prims::{self, PrimsKernels};
-use device_lsa::{build, choose_route, Built, CACHE_NAME, KERNEL_NAME, THREADS};
+use device_lsa::{build, build_chosen, choose_route, Built, CACHE_NAME, KERNEL_NAME, THREADS};
 
 /// The contenders, in the order of the README's steps.
 #[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
@@ -205,11 +205,8 @@ fn bench(ctx: &RankContext, args: &Args) -> Result<()> {
     // The lesson's kernels on the route --build picks; the jit build as well
     // when a jit-only contender is asked for and the lesson's route is nvcc.
     let wants_jit = args.kernels.iter().any(|c| c.jit_only());
-    let chosen =
+    let mut chosen =
         ctx.all_ok(choose_route(args.build, major, minor, wants_jit).context("choose the route"))?;
-    if ctx.is_root() {
-        eprintln!("note: build route: {} ({})", chosen.plan.name(), chosen.why);
-    }
     let jit_plan = match (&chosen.plan, wants_jit) {
         (Plan::Nvcc(_), true) => Some(
             ctx.all_ok(
@@ -221,8 +218,8 @@ fn bench(ctx: &RankContext, args: &Args) -> Result<()> {
         _ => None,
     };
     let cache = Env::from_process().cache_root(CACHE_NAME);
-    let build_all = || -> Result<(Built, Option<Built>)> {
-        let lesson = build(&chosen.plan, &cache)?;
+    let mut build_all = || -> Result<(Built, Option<Built>)> {
+        let lesson = build_chosen(args.build, &mut chosen, &cache, (major, minor), wants_jit)?;
         let jit = jit_plan.as_ref().map(|p| build(p, &cache)).transpose()?;
         Ok((lesson, jit))
     };
@@ -235,6 +232,9 @@ fn bench(ctx: &RankContext, args: &Args) -> Result<()> {
         Some(built) => built,
         None => build_all().context("build the kernels")?,
     };
+    if ctx.is_root() {
+        eprintln!("note: build route: {} ({})", chosen.plan.name(), chosen.why);
+    }
     if ctx.is_root() {
         for b in std::iter::once(&built).chain(jit_built.as_ref()) {
             let how = if b.build.compiled {
