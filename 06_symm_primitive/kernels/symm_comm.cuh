@@ -44,13 +44,13 @@
 //   over ranks of the same bytes of every rank's buffer.
 // * Memory ordering: writes the calling kernel made to its buffer before
 //   the call (by any thread of any block) are visible to every rank's loads
-//   inside the call (grid barrier, then a release-acquire barrier between
-//   the ranks). When the call returns 0, the whole result is visible to
+//   inside the call (grid barrier, block 0's release-acquire barrier
+//   between the ranks, grid barrier). When the call returns 0, the whole result is visible to
 //   every thread of the calling kernel (release-acquire barrier between the
 //   ranks after the stores, then a grid barrier), so a fused consumer may
 //   read any element right after the call, without a fence of its own.
 //   On a non-zero return nothing was read or written and no barrier ran.
-// * Cost: two cross-rank barrier rounds and three grid barriers per call.
+// * Cost: two cross-rank barrier rounds and four grid barriers per call.
 //   There is no separate one-shot for small sizes: an in-place one-shot
 //   (every rank reads every peer) must also wait for every peer to finish
 //   reading before it overwrites its input, so it needs the same two rounds
