@@ -330,6 +330,13 @@ pub struct Library {
 impl Library {
     pub fn load(found: &Found) -> Result<Self> {
         let path = &found.host_library;
+        // NVSHMEM dlopens its unique-id bootstrap plugin by name; its RPATH
+        // ($ORIGIN) finds it beside the host library, and naming it here
+        // makes that independent of how the library was found.
+        let plugin = found.root.join("lib/nvshmem_bootstrap_uid.so.3");
+        if std::env::var_os("NVSHMEM_BOOTSTRAP_UID_PLUGIN").is_none() && plugin.is_file() {
+            std::env::set_var("NVSHMEM_BOOTSTRAP_UID_PLUGIN", &plugin);
+        }
         // SAFETY: NVSHMEM's initialisers have no preconditions; the symbol
         // types are nvshmemx_api.h's and nvshmem_api.h's.
         unsafe {
