@@ -350,7 +350,8 @@ impl<'a> Window<'a> {
                 "symmetric windows need the GPUs of a node to reach each other by CUDA P2P (NVLink or PCIe P2P),\n\
                  cuMem-based allocations (do not set NCCL_CUMEM_ENABLE=0) and windows enabled (do not set NCCL_WIN_ENABLE=0);\n\
                  NCCL 2.29+ also needs one node (or GPU-initiated networking), and logs why with\n\
-                 NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT: look for \"Symmetric memory is not supported\".\n\
+                 NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT: look for \"Symmetric memory is not supported\" (2.29, 2.30)\n\
+                 or \"symmetricSupport 0\" (2.31, 2.32, whose libraries carry that line instead).\n\
                  NCCL 2.27 and 2.28 log no such line, and return a NULL window only with NCCL_LOCAL_REGISTER=0 (2.27 also\n\
                  with cuMem off); otherwise they return a usable window even without symmetric support, and run ordinary kernels",
             )
