@@ -495,6 +495,17 @@ pub struct NvJitLink {
 
 /// `nvJitLinkAddData`'s input type for LTO-IR (`NVJITLINK_INPUT_LTOIR`).
 const NVJITLINK_INPUT_LTOIR: c_int = 3;
+/// `nvJitLinkAddData`'s input type for an archive (`NVJITLINK_INPUT_LIBRARY`).
+const NVJITLINK_INPUT_LIBRARY: c_int = 6;
+
+/// What one input to [`NvJitLink::link_inputs`] is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LinkInput {
+    /// LTO-IR (NVRTC's `-dlto` output, NCCL's `libnccl_device.ltoir`).
+    Ltoir,
+    /// A static archive of device code (`.a`).
+    Library,
+}
 /// `NVJITLINK_ERROR_OUTDATED_LIBRARY`: the input is newer than this nvJitLink.
 pub const NVJITLINK_ERROR_OUTDATED_LIBRARY: c_int = 14;
 
@@ -538,6 +549,21 @@ impl NvJitLink {
         arch: &str,
         inputs: &[(&str, &[u8])],
     ) -> Result<Result<Vec<u8>, LinkFailure>> {
+        let typed: Vec<(&str, &[u8], LinkInput)> = inputs
+            .iter()
+            .map(|(name, bytes)| (*name, *bytes, LinkInput::Ltoir))
+            .collect();
+        self.link_inputs(arch, &typed)
+    }
+
+    /// [`link`](Self::link) with each input's kind given: LTO-IR, or an
+    /// archive of relocatable device code (NVSHMEM's `libnvshmem_device.a`,
+    /// for lesson 06), which nvJitLink links with `-lto` as well.
+    pub fn link_inputs(
+        &self,
+        arch: &str,
+        inputs: &[(&str, &[u8], LinkInput)],
+    ) -> Result<Result<Vec<u8>, LinkFailure>> {
         let options = [
             CString::new(format!("-arch={arch}"))?,
             CString::new("-lto")?,
@@ -549,11 +575,15 @@ impl NvJitLink {
             let status = (self.create)(&mut handle, pointers.len() as c_uint, pointers.as_ptr());
             anyhow::ensure!(status == 0, "nvJitLinkCreate failed ({status})");
             let mut failure = None;
-            for (name, bytes) in inputs {
+            for (name, bytes, kind) in inputs {
                 let cname = CString::new(*name)?;
+                let kind = match kind {
+                    LinkInput::Ltoir => NVJITLINK_INPUT_LTOIR,
+                    LinkInput::Library => NVJITLINK_INPUT_LIBRARY,
+                };
                 let status = (self.add_data)(
                     handle,
-                    NVJITLINK_INPUT_LTOIR,
+                    kind,
                     bytes.as_ptr().cast(),
                     bytes.len(),
                     cname.as_ptr(),

@@ -1,0 +1,580 @@
+// symm_comm.cuh: a device-side AllReduce that a user's kernel calls, over
+// symmetric memory held by NCCL (windows and a device communicator) or by
+// NVSHMEM (the symmetric heap). The contexts and the entry point mirror
+// PyTorch's torch/csrc/_extern_triton (symm_comm.cuh, torch_symm.cu), so a
+// reader can map one onto the other; the implementation is this lesson's.
+//
+// Which backends this translation unit holds is decided when it is compiled:
+//   SYMM_WITH_NCCL     the NCCL backend. On the C++ device API of
+//                      nccl_device.h (nvcc, NCCL 2.28+), or, when the jit
+//                      route defines __NCCL_DEVICE_LTOIR_LIB__, on the C API of
+//                      nccl_device_wrapper.h (NVRTC + nvJitLink with NCCL
+//                      2.32.3's libnccl_device.ltoir).
+//   SYMM_WITH_NVSHMEM  the NVSHMEM backend (nvshmem_ptr loads and stores and
+//                      nvshmemx_barrier_all_block), linked with
+//                      libnvshmem_device.a.
+// The dispatch is at run time, on SymmContext::type. A context whose backend
+// was not compiled in gets SYMM_ERR_UNKNOWN_BACKEND, like an unknown type.
+// The lesson builds one module per backend because a process initialises one
+// of them (NVSHMEM needs one process per GPU, NCCL runs in threads too).
+//
+// ---------------------------------------------------------------------------
+// Calling convention
+// ---------------------------------------------------------------------------
+// * Who calls: EVERY thread of EVERY block of the grid, with the same
+//   arguments, the same number of times, in the same order on every rank.
+//   The call contains grid-wide and cross-rank barriers: a thread that skips
+//   it (an early `return` in a bounds check) hangs the kernel.
+// * The grid: any 1-D grid whose blocks are all resident at once (at most
+//   one block per multiprocessor of 1024 threads or fewer is always safe;
+//   cuLaunchCooperativeKernel checks it for you). The blocks wait for each
+//   other inside the call. Every rank must launch the same grid size.
+//   Only block 0 talks to the other ranks' barrier, so the context needs one
+//   cross-rank barrier (NCCL: lsaBarrierCount >= 1, barrier index 0), not
+//   one per block. Two kernels that use one context must not run at once.
+// * How the blocks share the work: the elements are split into 16-byte
+//   vectors; rank r owns the r-th 1/world_size of them, and within a rank
+//   the vectors are spread over all threads of all blocks (grid-stride).
+//   The owner loads its vectors from every rank, sums them in float32 in
+//   rank order 0, 1, ..., n-1, and stores the sum into every rank's buffer
+//   (reduce-scatter by loads, all-gather by stores: two-shot). Every rank
+//   therefore holds bitwise the same result. An unaligned head and tail go
+//   element by element.
+// * In place: the data at local_ptr + byte_offset is replaced by the sum
+//   over ranks of the same bytes of every rank's buffer.
+// * Memory ordering: writes the calling kernel made to its buffer before
+//   the call (by any thread of any block) are visible to every rank's loads
+//   inside the call (grid barrier, block 0's release-acquire barrier
+//   between the ranks, grid barrier). When the call returns 0, the whole result is visible to
+//   every thread of the calling kernel (release-acquire barrier between the
+//   ranks after the stores, then a grid barrier), so a fused consumer may
+//   read any element right after the call, without a fence of its own.
+//   On a non-zero return nothing was read or written and no barrier ran.
+// * Cost: two cross-rank barrier rounds and four grid barriers per call.
+//   There is no separate one-shot for small sizes: an in-place one-shot
+//   (every rank reads every peer) must also wait for every peer to finish
+//   reading before it overwrites its input, so it needs the same two rounds
+//   while moving more bytes. Only a staging buffer (NCCL's LL protocol)
+//   removes a round, and the C API of NCCL 2.32.3 has none.
+//
+// ---------------------------------------------------------------------------
+// Return codes (all uniform across the grid: every thread gets the same)
+// ---------------------------------------------------------------------------
+#define SYMM_OK 0
+#define SYMM_ERR_NULL_CONTEXT (-1)     // ctx is NULL
+#define SYMM_ERR_UNKNOWN_BACKEND (-2)  // ctx->type is neither backend, or not compiled in
+#define SYMM_ERR_UNSUPPORTED_OP (-3)   // reduce_op is not SYMM_REDUCE_SUM
+#define SYMM_ERR_UNSUPPORTED_DTYPE (-4)  // dtype is not float32 or bfloat16
+#define SYMM_ERR_OUT_OF_BOUNDS (-5)    // local_ptr outside the buffer, or
+                                       // (local_ptr - buffer) + byte_offset +
+                                       // num_elements * element size > buffer_size
+#define SYMM_ERR_MISALIGNED (-6)       // local_ptr or byte_offset not a multiple
+                                       // of the element size
+#define SYMM_ERR_TOPOLOGY (-7)         // more than SYMM_MAX_RANKS ranks, or not
+                                       // every rank reachable by loads/stores
+                                       // (NCCL: LSA team != world; NVSHMEM:
+                                       // nvshmem_ptr returned NULL)
+#define SYMM_ERR_NO_GRID_SYNC (-8)     // ctx has no grid-barrier words (grid_sync)
+
+#define SYMM_REDUCE_SUM 0
+#define SYMM_DTYPE_FLOAT32 0
+#define SYMM_DTYPE_BFLOAT16 1
+
+// Ranks the unrolled peer loops cover: one node of 8 GPUs.
+#define SYMM_MAX_RANKS 8
+// 16-byte vectors each thread keeps in flight per peer.
+#define SYMM_UNROLL 4
+
+#if defined(SYMM_WITH_NCCL)
+#if defined(__NCCL_DEVICE_LTOIR_LIB__)
+// The jit route: NCCL's headers before the wrapper (see lesson 05's *_c.cu).
+#include <nccl_device/utility.h>
+#include <nccl_device/coop.h>
+#include <nccl_device/core.h>
+#include <nccl_device_wrapper.h>
+#else
+#include <new>
+#include <nccl.h>
+#include <nccl_device.h>
+#endif
+#endif
+#if defined(SYMM_WITH_NVSHMEM)
+#include <nvshmem.h>
+#include <nvshmemx.h>
+#endif
+
+#if !defined(SYMM_WITH_NCCL)
+// Without NCCL the window fields keep their size and place.
+typedef void* ncclWindow_t;
+struct ncclDevComm;
+#endif
+
+// ---------------------------------------------------------------------------
+// Contexts. Plain C layouts (the host, in Rust, writes them byte for byte:
+// src/context.rs, whose tests check every offset). The header comes first
+// in each backend's context, so a SymmContext* may point at either.
+// ---------------------------------------------------------------------------
+
+// The common header of every context.
+struct SymmContext {
+  int type;        // SYMM_BACKEND_NCCL or SYMM_BACKEND_NVSHMEM
+  int rank;        // this rank, 0 .. world_size-1
+  int world_size;  // ranks taking part
+};
+#define SYMM_BACKEND_NCCL 0
+#define SYMM_BACKEND_NVSHMEM 1
+
+struct NcclSymmContext {
+  SymmContext base;            // type = SYMM_BACKEND_NCCL
+  ncclWindow_t buffer_window;  // the window registered over local_buffer
+                               // (ncclCommWindowRegister, NCCL_WIN_COLL_SYMMETRIC)
+  ncclWindow_t signal_window;  // a window for signals; unused by
+                               // symm_all_reduce, may be NULL
+  ncclDevComm* dev_comm;       // device memory holding the ncclDevComm that
+                               // ncclDevCommCreate filled (lsaBarrierCount >= 1)
+  void* local_buffer;          // this rank's address of the window's first byte
+  unsigned long long buffer_size;  // bytes of the window
+  int device_idx;              // the CUDA device this context belongs to
+  int reserved;                // zero
+  unsigned int* grid_sync;     // two zeroed words of device memory for the
+                               // grid barrier, private to this context
+};
+
+struct NvshmemSymmContext {
+  SymmContext base;        // type = SYMM_BACKEND_NVSHMEM
+  void* local_buffer;      // a symmetric address (from nvshmem_malloc)
+  unsigned long long buffer_size;  // bytes from local_buffer + offset on
+  int device_idx;          // the CUDA device this context belongs to
+  int reserved;            // zero
+  unsigned long long offset;  // where this context's bytes start, in bytes
+                              // from local_buffer
+  unsigned int* grid_sync;    // as in NcclSymmContext
+};
+
+// The host writes these layouts from Rust (src/context.rs checks the same numbers).
+static_assert(sizeof(SymmContext) == 12, "SymmContext layout");
+static_assert(__builtin_offsetof(NcclSymmContext, buffer_window) == 16, "NcclSymmContext layout");
+static_assert(__builtin_offsetof(NcclSymmContext, dev_comm) == 32, "NcclSymmContext layout");
+static_assert(__builtin_offsetof(NcclSymmContext, buffer_size) == 48, "NcclSymmContext layout");
+static_assert(__builtin_offsetof(NcclSymmContext, grid_sync) == 64, "NcclSymmContext layout");
+static_assert(sizeof(NcclSymmContext) == 72, "NcclSymmContext layout");
+static_assert(__builtin_offsetof(NvshmemSymmContext, local_buffer) == 16, "NvshmemSymmContext layout");
+static_assert(__builtin_offsetof(NvshmemSymmContext, offset) == 40, "NvshmemSymmContext layout");
+static_assert(sizeof(NvshmemSymmContext) == 56, "NvshmemSymmContext layout");
+
+// ---------------------------------------------------------------------------
+// Small helpers.
+// ---------------------------------------------------------------------------
+
+__device__ __forceinline__ float symm_bf16_to_f32(unsigned short h) {
+  return __uint_as_float(((unsigned int)h) << 16);
+}
+// Round to nearest even, as the host reference does (NaN stays NaN).
+__device__ __forceinline__ unsigned short symm_f32_to_bf16(float f) {
+  unsigned int u = __float_as_uint(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x40u);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return (unsigned short)(u >> 16);
+}
+
+__device__ __forceinline__ unsigned int symm_ld_acquire(const unsigned int* p) {
+  unsigned int v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ unsigned int symm_add_acq_rel(unsigned int* p, unsigned int v) {
+  unsigned int old;
+  asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], %2;"
+               : "=r"(old) : "l"(p), "r"(v) : "memory");
+  return old;
+}
+__device__ __forceinline__ void symm_st_relaxed(unsigned int* p, unsigned int v) {
+  asm volatile("st.relaxed.gpu.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+
+// A barrier across every block of this grid, on this GPU. words[0] counts
+// the blocks that arrived, words[1] is the generation. The last block to
+// arrive resets the count and then (release) bumps the generation; the
+// others wait (acquire) for the bump. Every block's writes before the
+// barrier happen before every block's reads after it.
+__device__ __forceinline__ void symm_grid_sync(unsigned int* words) {
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    const unsigned int generation = symm_ld_acquire(words + 1);
+    __threadfence();
+    if (symm_add_acq_rel(words, 1) == gridDim.x - 1) {
+      symm_st_relaxed(words, 0);
+      symm_add_acq_rel(words + 1, 1);
+    } else {
+      while (symm_ld_acquire(words + 1) == generation) {
+      }
+    }
+  }
+  __syncthreads();
+}
+
+// ---------------------------------------------------------------------------
+// The cross-rank barrier of each backend, run by block 0 only.
+// ---------------------------------------------------------------------------
+
+#if defined(SYMM_WITH_NCCL)
+#if defined(__NCCL_DEVICE_LTOIR_LIB__)
+struct SymmNcclBarrier {
+  alignas(ncclLsaBarrierSession_C) unsigned char storage[sizeof(ncclLsaBarrierSession_C)];
+  ncclCoopAny cta;
+  __device__ ncclLsaBarrierSession_C* session() {
+    return reinterpret_cast<ncclLsaBarrierSession_C*>(storage);
+  }
+  __device__ void open(const ncclDevComm& comm, ncclTeam lsa) {
+    ncclCoopAnyInitCta(&cta);
+    ncclLsaBarrierSessionInit(session(), cta, comm, lsa, comm.lsaBarrier, 0);
+  }
+  __device__ void sync() { ncclLsaBarrierSessionSync(session(), cta, cuda::memory_order_acq_rel); }
+  __device__ void close() { ncclLsaBarrierSessionDestroy(session()); }
+};
+__device__ __forceinline__ ncclTeam symm_lsa_team(const ncclDevComm& comm) {
+  ncclTeam lsa;
+  lsa.nRanks = comm.lsaSize;
+  lsa.rank = comm.lsaRank;
+  lsa.stride = 1;
+  return lsa;
+}
+__device__ __forceinline__ char* symm_nccl_peer(ncclWindow_t w, ncclTeam lsa, int peer) {
+  return (char*)ncclGetPeerPointerTeam(w, 0, lsa, peer);
+}
+#else
+struct SymmNcclBarrier {
+  typedef ncclLsaBarrierSession<ncclCoopCta> Session;
+  alignas(Session) unsigned char storage[sizeof(Session)];
+  __device__ Session* session() { return reinterpret_cast<Session*>(storage); }
+  __device__ void open(const ncclDevComm& comm, ncclTeam lsa) {
+    new (storage) Session(ncclCoopCta(), comm, lsa, comm.lsaBarrier, 0);
+  }
+  __device__ void sync() { session()->sync(ncclCoopCta(), cuda::memory_order_acq_rel); }
+  __device__ void close() { session()->~Session(); }
+};
+__device__ __forceinline__ ncclTeam symm_lsa_team(const ncclDevComm& comm) {
+  return ncclTeamLsa(comm);
+}
+__device__ __forceinline__ char* symm_nccl_peer(ncclWindow_t w, ncclTeam, int peer) {
+  return (char*)ncclGetLsaPointer(w, 0, peer);
+}
+#endif
+#endif
+
+// ---------------------------------------------------------------------------
+// The two-shot AllReduce body, shared by both backends. `peers[p]` is this
+// thread's address of the first element on rank p (all ranks' buffers have
+// the same alignment: windows and the symmetric heap are mapped at the same
+// offsets).
+// ---------------------------------------------------------------------------
+
+template <int DTYPE>
+struct SymmElem;
+template <>
+struct SymmElem<SYMM_DTYPE_FLOAT32> {
+  typedef float T;
+  static constexpr int PER_VEC = 4;
+  __device__ static float load(const T* p) { return __ldcg(p); }
+  __device__ static void store(T* p, float v) { __stcg(p, v); }
+  __device__ static void add(float (&acc)[PER_VEC], uint4 v) {
+    acc[0] += __uint_as_float(v.x);
+    acc[1] += __uint_as_float(v.y);
+    acc[2] += __uint_as_float(v.z);
+    acc[3] += __uint_as_float(v.w);
+  }
+  __device__ static uint4 pack(const float (&acc)[PER_VEC]) {
+    return make_uint4(__float_as_uint(acc[0]), __float_as_uint(acc[1]),
+                      __float_as_uint(acc[2]), __float_as_uint(acc[3]));
+  }
+};
+template <>
+struct SymmElem<SYMM_DTYPE_BFLOAT16> {
+  typedef unsigned short T;
+  static constexpr int PER_VEC = 8;
+  __device__ static float load(const T* p) { return symm_bf16_to_f32(__ldcg(p)); }
+  __device__ static void store(T* p, float v) { __stcg(p, symm_f32_to_bf16(v)); }
+  __device__ static void add2(float& lo, float& hi, unsigned int w) {
+    lo += symm_bf16_to_f32((unsigned short)(w & 0xffffu));
+    hi += symm_bf16_to_f32((unsigned short)(w >> 16));
+  }
+  __device__ static void add(float (&acc)[PER_VEC], uint4 v) {
+    add2(acc[0], acc[1], v.x);
+    add2(acc[2], acc[3], v.y);
+    add2(acc[4], acc[5], v.z);
+    add2(acc[6], acc[7], v.w);
+  }
+  __device__ static unsigned int pack2(float lo, float hi) {
+    return (unsigned int)symm_f32_to_bf16(lo) | ((unsigned int)symm_f32_to_bf16(hi) << 16);
+  }
+  __device__ static uint4 pack(const float (&acc)[PER_VEC]) {
+    return make_uint4(pack2(acc[0], acc[1]), pack2(acc[2], acc[3]), pack2(acc[4], acc[5]),
+                      pack2(acc[6], acc[7]));
+  }
+};
+
+// Elements [lo, hi), one at a time, interleaved over the ranks and every
+// thread of the grid: the unaligned head and tail.
+template <int DTYPE>
+__device__ __forceinline__ void symm_scalar_range(char* const (&peers)[SYMM_MAX_RANKS], int rank,
+                                                  int nRanks, size_t lo, size_t hi) {
+  typedef SymmElem<DTYPE> E;
+  typedef typename E::T T;
+  const size_t stride = (size_t)blockDim.x * gridDim.x * nRanks;
+  for (size_t i = lo + threadIdx.x + (size_t)blockDim.x * (rank + (size_t)blockIdx.x * nRanks);
+       i < hi; i += stride) {
+    float sum = 0.0f;
+#pragma unroll
+    for (int p = 0; p < SYMM_MAX_RANKS; p++) {
+      if (p < nRanks) sum += E::load((const T*)peers[p] + i);
+    }
+#pragma unroll
+    for (int p = 0; p < SYMM_MAX_RANKS; p++) {
+      if (p < nRanks) E::store((T*)peers[p] + i, sum);
+    }
+  }
+}
+
+template <int DTYPE>
+__device__ __forceinline__ void symm_two_shot(char* const (&peers)[SYMM_MAX_RANKS], int rank,
+                                              int nRanks, size_t count) {
+  typedef SymmElem<DTYPE> E;
+  typedef typename E::T T;
+  constexpr int PER_VEC = E::PER_VEC;
+  // Head up to the first 16-byte boundary, then whole vectors, then a tail.
+  const uintptr_t address = (uintptr_t)peers[0];
+  size_t head = ((16 - address % 16) % 16) / sizeof(T);
+  if (head > count) head = count;
+  const size_t vectors = (count - head) / PER_VEC;
+  const size_t tail = head + vectors * PER_VEC;
+  symm_scalar_range<DTYPE>(peers, rank, nRanks, 0, head);
+
+  // Rank `rank` owns vectors [mine, mineEnd); each thread takes SYMM_UNROLL
+  // vectors a grid apart per iteration, so every warp's accesses stay
+  // contiguous (lesson 05's fast two-shot, kernels/allreduce_lsa_fast.cu).
+  const size_t mine = vectors * rank / nRanks, mineEnd = vectors * (rank + 1) / nRanks;
+  const size_t grid = (size_t)gridDim.x * blockDim.x;
+  uint4* vec[SYMM_MAX_RANKS];
+#pragma unroll
+  for (int p = 0; p < SYMM_MAX_RANKS; p++) vec[p] = (uint4*)(peers[p] + head * sizeof(T));
+  for (size_t v = mine + (size_t)blockIdx.x * blockDim.x + threadIdx.x; v < mineEnd;
+       v += grid * SYMM_UNROLL) {
+    // Reduce-scatter by loads: SYMM_UNROLL independent 16-byte loads per
+    // peer in flight, summed in float32 in rank order.
+    float acc[SYMM_UNROLL][PER_VEC];
+#pragma unroll
+    for (int u = 0; u < SYMM_UNROLL; u++) {
+#pragma unroll
+      for (int j = 0; j < PER_VEC; j++) acc[u][j] = 0.0f;
+    }
+#pragma unroll
+    for (int p = 0; p < SYMM_MAX_RANKS; p++) {
+      if (p < nRanks) {
+        uint4 got[SYMM_UNROLL];
+#pragma unroll
+        for (int u = 0; u < SYMM_UNROLL; u++) {
+          if (v + u * grid < mineEnd) got[u] = __ldcg(vec[p] + v + u * grid);
+        }
+#pragma unroll
+        for (int u = 0; u < SYMM_UNROLL; u++) {
+          if (v + u * grid < mineEnd) E::add(acc[u], got[u]);
+        }
+      }
+    }
+    // All-gather by stores: no reply to wait for, so they stream.
+#pragma unroll
+    for (int p = 0; p < SYMM_MAX_RANKS; p++) {
+      if (p < nRanks) {
+#pragma unroll
+        for (int u = 0; u < SYMM_UNROLL; u++) {
+          if (v + u * grid < mineEnd) __stcg(vec[p] + v + u * grid, E::pack(acc[u]));
+        }
+      }
+    }
+  }
+  symm_scalar_range<DTYPE>(peers, rank, nRanks, tail, count);
+}
+
+__device__ __forceinline__ void symm_reduce(int dtype, char* const (&peers)[SYMM_MAX_RANKS],
+                                            int rank, int nRanks, size_t count) {
+  if (dtype == SYMM_DTYPE_FLOAT32) {
+    symm_two_shot<SYMM_DTYPE_FLOAT32>(peers, rank, nRanks, count);
+  } else {
+    symm_two_shot<SYMM_DTYPE_BFLOAT16>(peers, rank, nRanks, count);
+  }
+}
+
+// Checks shared by both backends: the region [local_ptr + byte_offset,
+// + num_elements * size) inside [base, base + size). Sets *offset to the
+// region's first byte, counted from base.
+__device__ __forceinline__ int symm_check_range(const char* base, unsigned long long size,
+                                                const char* local_ptr, size_t byte_offset,
+                                                size_t num_elements, size_t element,
+                                                size_t* offset) {
+  if (((uintptr_t)local_ptr | byte_offset) % element != 0) return SYMM_ERR_MISALIGNED;
+  if (local_ptr < base) return SYMM_ERR_OUT_OF_BOUNDS;
+  const size_t into = (size_t)(local_ptr - base);
+  if (into > size || byte_offset > size - into) return SYMM_ERR_OUT_OF_BOUNDS;
+  if (num_elements > (size - into - byte_offset) / element) return SYMM_ERR_OUT_OF_BOUNDS;
+  *offset = into + byte_offset;
+  return SYMM_OK;
+}
+
+// ---------------------------------------------------------------------------
+// The backends.
+// ---------------------------------------------------------------------------
+
+#if defined(SYMM_WITH_NCCL)
+__device__ __forceinline__ int symm_nccl_all_reduce(const NcclSymmContext* ctx, char* local_ptr,
+                                                 size_t byte_offset, size_t num_elements,
+                                                 int dtype, size_t element) {
+  size_t offset = 0;
+  int rc = symm_check_range((const char*)ctx->local_buffer, ctx->buffer_size, local_ptr,
+                            byte_offset, num_elements, element, &offset);
+  if (rc != SYMM_OK) return rc;
+  const ncclDevComm& comm = *ctx->dev_comm;
+  const int nRanks = ctx->base.world_size, rank = ctx->base.rank;
+  if (nRanks > SYMM_MAX_RANKS || comm.lsaSize != nRanks || comm.lsaRank != rank)
+    return SYMM_ERR_TOPOLOGY;
+  if (ctx->grid_sync == nullptr) return SYMM_ERR_NO_GRID_SYNC;
+  if (num_elements == 0) return SYMM_OK;
+  const ncclTeam lsa = symm_lsa_team(comm);
+
+  // Every rank's address of the region, looked up once per call.
+  char* peers[SYMM_MAX_RANKS];
+#pragma unroll
+  for (int p = 0; p < SYMM_MAX_RANKS; p++) {
+    peers[p] = symm_nccl_peer(ctx->buffer_window, lsa, p < nRanks ? p : 0) + offset;
+  }
+
+  // Phase 1: inputs ready. Grid barrier (this rank's writes before the call,
+  // by any block, happen before block 0's arrival), then block 0's LSA
+  // barrier with acq_rel (released to the peers, their inputs acquired),
+  // then a grid barrier so that every block sees what block 0 acquired.
+  SymmNcclBarrier bar;
+  symm_grid_sync(ctx->grid_sync);
+  if (blockIdx.x == 0) {
+    bar.open(comm, lsa);
+    bar.sync();
+  }
+  symm_grid_sync(ctx->grid_sync);
+
+  // Phase 2: reduce-scatter by loads, all-gather by stores.
+  symm_reduce(dtype, peers, rank, nRanks, num_elements);
+
+  // Phase 3: outputs complete. Grid barrier (every block's stores into the
+  // peers before block 0's arrival), LSA barrier acq_rel (the peers' stores
+  // into our buffer acquired), grid barrier (visible to every block of the
+  // calling kernel).
+  symm_grid_sync(ctx->grid_sync);
+  if (blockIdx.x == 0) {
+    bar.sync();
+    bar.close();
+  }
+  symm_grid_sync(ctx->grid_sync);
+  return SYMM_OK;
+}
+#endif
+
+#if defined(SYMM_WITH_NVSHMEM)
+__device__ __forceinline__ int symm_nvshmem_all_reduce(const NvshmemSymmContext* ctx,
+                                                    char* local_ptr, size_t byte_offset,
+                                                    size_t num_elements, int dtype,
+                                                    size_t element) {
+  const char* region = (const char*)ctx->local_buffer + ctx->offset;
+  size_t offset = 0;
+  int rc = symm_check_range(region, ctx->buffer_size, local_ptr, byte_offset, num_elements,
+                            element, &offset);
+  if (rc != SYMM_OK) return rc;
+  const int nRanks = ctx->base.world_size, rank = ctx->base.rank;
+  if (nRanks > SYMM_MAX_RANKS || nRanks != nvshmem_n_pes() || rank != nvshmem_my_pe())
+    return SYMM_ERR_TOPOLOGY;
+  if (ctx->grid_sync == nullptr) return SYMM_ERR_NO_GRID_SYNC;
+  if (num_elements == 0) return SYMM_OK;
+
+  // nvshmem_ptr: the peer's copy of a symmetric address, mapped into this
+  // GPU (NVLink/P2P), or NULL when loads and stores cannot reach it.
+  char* peers[SYMM_MAX_RANKS];
+  bool reachable = true;
+#pragma unroll
+  for (int p = 0; p < SYMM_MAX_RANKS; p++) {
+    char* peer = (char*)nvshmem_ptr(region, p < nRanks ? p : 0);
+    reachable = reachable && peer != nullptr;
+    peers[p] = peer + offset;
+  }
+  if (!reachable) return SYMM_ERR_TOPOLOGY;
+
+  // The same three phases as the NCCL backend; the cross-rank barrier is
+  // NVSHMEM's, which also completes and orders this PE's stores
+  // (nvshmem_quiet, fences at system scope).
+  symm_grid_sync(ctx->grid_sync);
+  if (blockIdx.x == 0) {
+    __threadfence_system();
+    nvshmemx_barrier_all_block();
+    __threadfence_system();
+  }
+  symm_grid_sync(ctx->grid_sync);
+
+  symm_reduce(dtype, peers, rank, nRanks, num_elements);
+
+  symm_grid_sync(ctx->grid_sync);
+  if (blockIdx.x == 0) {
+    __threadfence_system();
+    nvshmemx_barrier_all_block();
+    __threadfence_system();
+  }
+  symm_grid_sync(ctx->grid_sync);
+  return SYMM_OK;
+}
+#endif
+
+// ---------------------------------------------------------------------------
+// The entry point.
+// ---------------------------------------------------------------------------
+
+// All-reduces (sum) num_elements elements of type `dtype` at
+// local_ptr + byte_offset, in place, across the context's ranks. local_ptr
+// is this rank's address inside the context's buffer (its first byte, as
+// PyTorch passes it, or any element-aligned address in it). Returns SYMM_OK
+// or one of the SYMM_ERR_* codes above. See the calling convention at the
+// top of this file: every thread of every block calls it.
+extern "C" __device__ int symm_all_reduce(void* ctx, void* local_ptr, size_t byte_offset,
+                                          size_t num_elements, int reduce_op, int dtype) {
+  if (ctx == nullptr) return SYMM_ERR_NULL_CONTEXT;
+  const SymmContext* header = (const SymmContext*)ctx;
+  const int type = header->type;
+#if !defined(SYMM_WITH_NCCL)
+  if (type == SYMM_BACKEND_NCCL) return SYMM_ERR_UNKNOWN_BACKEND;
+#endif
+#if !defined(SYMM_WITH_NVSHMEM)
+  if (type == SYMM_BACKEND_NVSHMEM) return SYMM_ERR_UNKNOWN_BACKEND;
+#endif
+  if (type != SYMM_BACKEND_NCCL && type != SYMM_BACKEND_NVSHMEM) return SYMM_ERR_UNKNOWN_BACKEND;
+  if (reduce_op != SYMM_REDUCE_SUM) return SYMM_ERR_UNSUPPORTED_OP;
+  size_t element;
+  if (dtype == SYMM_DTYPE_FLOAT32) {
+    element = 4;
+  } else if (dtype == SYMM_DTYPE_BFLOAT16) {
+    element = 2;
+  } else {
+    return SYMM_ERR_UNSUPPORTED_DTYPE;
+  }
+#if defined(SYMM_WITH_NCCL)
+  if (type == SYMM_BACKEND_NCCL) {
+    return symm_nccl_all_reduce((const NcclSymmContext*)ctx, (char*)local_ptr, byte_offset,
+                                num_elements, dtype, element);
+  }
+#endif
+#if defined(SYMM_WITH_NVSHMEM)
+  if (type == SYMM_BACKEND_NVSHMEM) {
+    return symm_nvshmem_all_reduce((const NvshmemSymmContext*)ctx, (char*)local_ptr,
+                                   byte_offset, num_elements, dtype, element);
+  }
+#endif
+  return SYMM_ERR_UNKNOWN_BACKEND;
+}
+
+// ===========================================================================
+// The user kernels follow this header in the same translation unit: the
+// host compiles header + kernels as one source (src/lib.rs).
+// ===========================================================================

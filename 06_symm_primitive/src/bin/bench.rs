@@ -1,0 +1,994 @@
+//! `06_symm_bench`: the fused layer tail against the same work unfused, and
+//! `symm_all_reduce` alone against lesson 05's fast kernel and
+//! `ncclAllReduce`, in one run, on the same buffers.
+//!
+//! Contenders (`--contenders`, comma-separated):
+//!
+//! * layer tail (compute, AllReduce, residual + RMSNorm) of `size` bytes of
+//!   partial output, each operation in its own region, every region checked
+//!   against the CPU reference after each trial:
+//!   * `fused`: `tp_tail_fused`, one cooperative launch;
+//!   * `unfused05`: `tp_compute`, lesson 05's fast AllReduce (one-shot or
+//!     two-shot by size, as `--kernel fast`), `tp_residual_rmsnorm`: three
+//!     launches (float32 only: lesson 05's kernels sum floats);
+//!   * `unfused-nccl`: `tp_compute`, `ncclAllReduce` on the windows,
+//!     `tp_residual_rmsnorm`, as a user does today;
+//!   * `symm-layer`: `symm_all_reduce` alone on the layer's partials (the
+//!     partials are made untimed before each trial);
+//! * AllReduce alone, float32, on bench's AllReduce sweep (fresh random data,
+//!   out of place and in place, every timed operation checked):
+//!   * `symm`: `symm_all_reduce_kernel` (in place; its out-of-place column
+//!     is a device copy into the output followed by the in-place call);
+//!   * `fast05`: lesson 05's fast kernel (`--kernel fast`);
+//!   * `nccl`: `ncclAllReduce`.
+//!
+//! `--backend nvshmem` (MPI build) runs the layer-tail contenders that need
+//! no NCCL: `fused` and `symm-layer`. `--stress N` runs N back-to-back fused
+//! layer tails per size with the ranks skewed on purpose, each checked.
+//! `--bad-input` runs every bad-input case of `codes::bad_input_cases`
+//! through `symm_all_reduce_kernel` and compares the device's code with the
+//! documented one.
+//!
+//! ```text
+//! NTHREADS=2 cargo run --release --bin 06_symm_bench -- -b 8 -e 64M
+//! mpirun -np 2 target/release/06_symm_bench --backend nvshmem --json l06-nvshmem.json
+//! NTHREADS=2 target/release/06_symm_bench --stress 2000 -b 4K -e 4M -f 32
+//! NTHREADS=1 target/release/06_symm_bench --bad-input
+//! ```
+
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::{ensure, Context, Result};
+use bench::allreduce::{self, buffer_bytes, nccl_allreduce, Buffers, StressArgs, Sweep};
+use bench::data::DataKernels;
+use bench::report::{Row, Series};
+use bench::{across_ranks, sum_over_ranks, time_checked, Collective, Placement, Sample, SweepArgs};
+use common::nccl::{nccl_stream, sys, NcclCheck};
+use common::setup;
+use common::{CannotRun, Lesson, NcclVersion, Needs, RankContext};
+use cudarc::driver::{result as cu, sys as cu_sys, CudaContext, CudaStream};
+use device_build::route::Build;
+use device_build::shim::DevComm;
+use device_build::Env;
+use device_lsa::fast::{self, FastKernels, FastOptions};
+use device_lsa::launch::{AllReduceArgs, Module};
+use symm_primitive::codes::{self, Call};
+use symm_primitive::context::{
+    bytes_of, DeviceBytes, NcclSymmContext, NvshmemSymmContext, SymmContext, BACKEND_NCCL,
+    BACKEND_NVSHMEM,
+};
+use symm_primitive::launch::{self, AllReduceCall, LayerArgs};
+use symm_primitive::reference::{self, Layer};
+use symm_primitive::{
+    nvshmem, Backend, Dtype, ALL_REDUCE_KERNEL, CACHE_NAME, COMPUTE_KERNEL, EPILOGUE_KERNEL,
+    FUSED_KERNEL, THREADS,
+};
+
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+enum Contender {
+    /// Compute, symm_all_reduce, residual + RMSNorm: one cooperative launch.
+    Fused,
+    /// Compute, lesson 05's fast AllReduce, epilogue: three launches (float32).
+    Unfused05,
+    /// Compute, ncclAllReduce on the windows, epilogue: three launches.
+    UnfusedNccl,
+    /// symm_all_reduce alone on the layer's partials.
+    SymmLayer,
+    /// symm_all_reduce alone on the AllReduce sweep (float32).
+    Symm,
+    /// Lesson 05's fast kernel on the AllReduce sweep.
+    Fast05,
+    /// ncclAllReduce on the AllReduce sweep.
+    Nccl,
+}
+
+impl Contender {
+    fn name(self) -> String {
+        clap::ValueEnum::to_possible_value(&self)
+            .map_or_else(|| format!("{self:?}"), |v| v.get_name().to_string())
+    }
+    fn about(self) -> &'static str {
+        match self {
+            Contender::Fused => "layer tail fused: tp_tail_fused (one cooperative launch)",
+            Contender::Unfused05 => {
+                "layer tail unfused: tp_compute, lesson 05 fast AllReduce, tp_residual_rmsnorm"
+            }
+            Contender::UnfusedNccl => {
+                "layer tail unfused: tp_compute, ncclAllReduce, tp_residual_rmsnorm"
+            }
+            Contender::SymmLayer => "symm_all_reduce alone on the layer's partials (in place)",
+            Contender::Symm => "symm_all_reduce_kernel (in place; out of place = copy + in place)",
+            Contender::Fast05 => "lesson 05 --kernel fast",
+            Contender::Nccl => "ncclAllReduce on the symmetric windows",
+        }
+    }
+    fn is_layer(self) -> bool {
+        matches!(
+            self,
+            Contender::Fused | Contender::Unfused05 | Contender::UnfusedNccl | Contender::SymmLayer
+        )
+    }
+    fn needs_nccl(self) -> bool {
+        !matches!(self, Contender::Fused | Contender::SymmLayer)
+    }
+}
+
+#[derive(clap::Args, Debug)]
+struct Args {
+    #[command(flatten)]
+    sweep: SweepArgs,
+    /// What to time.
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_value = "fused,unfused05,unfused-nccl,symm-layer,symm,fast05,nccl"
+    )]
+    contenders: Vec<Contender>,
+    /// Which backend holds the symmetric memory (nvshmem: MPI build, fused and symm-layer only).
+    #[arg(long, value_enum, default_value_t = Backend::Nccl)]
+    backend: Backend,
+    /// The layer tail's element type (the AllReduce sweep is float32).
+    #[arg(long, value_enum, default_value_t = Dtype::F32)]
+    dtype: Dtype,
+    /// How the NCCL backend and lesson 05's kernels are built.
+    #[arg(long, value_enum, default_value_t = Build::Auto)]
+    build: Build,
+    /// Instead of timing: run every bad-input case through the device and
+    /// compare its return code with the documented one.
+    #[arg(long)]
+    bad_input: bool,
+    #[command(flatten)]
+    stress: StressArgs,
+}
+
+impl Args {
+    fn check(&self) -> Result<(), CannotRun> {
+        self.sweep.sizes(self.dtype.size())?;
+        symm_primitive::check_backend(self.backend, common::launch_mode())?;
+        if self.backend == Backend::Nvshmem {
+            if let Some(c) = self.contenders.iter().find(|c| c.needs_nccl()) {
+                return Err(CannotRun::new(
+                    format!(
+                        "--backend nvshmem times fused and symm-layer only; {} needs NCCL",
+                        c.name()
+                    ),
+                    "pass --contenders fused,symm-layer",
+                ));
+            }
+            if self.bad_input {
+                return Err(CannotRun::new(
+                    "--bad-input runs on the NCCL backend",
+                    "leave out --backend nvshmem",
+                ));
+            }
+        }
+        if self.dtype == Dtype::Bf16 && self.contenders.contains(&Contender::Unfused05) {
+            return Err(CannotRun::new(
+                "unfused05 runs lesson 05's kernels, which sum float32 only",
+                "leave unfused05 out of --contenders with --dtype bf16",
+            ));
+        }
+        Ok(())
+    }
+}
+
+const BENCH: Lesson = Lesson {
+    name: "06_symm_bench",
+    about: "Times the fused layer tail (symm_all_reduce inside the kernel) against the same work unfused, and symm_all_reduce against lesson 05's fast kernel and ncclAllReduce",
+    needs: Needs::GpuAndNccl {
+        min: NcclVersion::new(2, 28, 0),
+        feature: "the device API (nccl_device.h)",
+    },
+    tool: Some(symm_primitive::build_tool_found),
+};
+
+fn main() -> ExitCode {
+    common::run_checked(&BENCH, Args::check, bench)
+}
+
+/// The layer of `bytes` bytes of partial output: 4096 features per token,
+/// or one token of all of them below 4096 elements.
+fn layer_for(bytes: usize, dtype: Dtype) -> Layer {
+    let elements = bytes / dtype.size();
+    let hidden = elements.clamp(1, 4096);
+    Layer {
+        tokens: (elements / hidden).max(1),
+        hidden,
+        k: 16,
+        eps: 1e-6,
+    }
+}
+
+/// The symmetric memory of one run, from either backend.
+struct Symmetric {
+    /// This rank's address of the buffer's first byte.
+    buffer: u64,
+    /// The context over it, in device memory.
+    context: DeviceBytes,
+    _grid_sync: DeviceBytes,
+}
+
+impl Symmetric {
+    fn new(
+        kind: i32,
+        ctx: &RankContext,
+        buffer: u64,
+        bytes: usize,
+        window: *mut std::ffi::c_void,
+        dev_comm: u64,
+    ) -> Result<Self> {
+        let grid_sync = DeviceBytes::zeroed(8)?;
+        let base = SymmContext {
+            kind,
+            rank: ctx.rank() as i32,
+            world_size: ctx.size() as i32,
+        };
+        let bytes_of_context = if kind == BACKEND_NCCL {
+            bytes_of(&NcclSymmContext {
+                base,
+                buffer_window: window,
+                signal_window: std::ptr::null_mut(),
+                dev_comm,
+                local_buffer: buffer,
+                buffer_size: bytes as u64,
+                device_idx: ctx.device() as i32,
+                reserved: 0,
+                grid_sync: grid_sync.address(),
+            })
+        } else {
+            bytes_of(&NvshmemSymmContext {
+                base,
+                local_buffer: buffer,
+                buffer_size: bytes as u64,
+                device_idx: ctx.device() as i32,
+                reserved: 0,
+                offset: 0,
+                grid_sync: grid_sync.address(),
+            })
+        };
+        Ok(Self {
+            buffer,
+            context: DeviceBytes::from_slice(&bytes_of_context)?,
+            _grid_sync: grid_sync,
+        })
+    }
+}
+
+/// The kernels of this lesson's module.
+struct Kernels {
+    fused: cu_sys::CUfunction,
+    compute: cu_sys::CUfunction,
+    epilogue: cu_sys::CUfunction,
+    all_reduce: cu_sys::CUfunction,
+}
+
+/// What the unfused contenders need from NCCL.
+struct NcclSide<'a, 'd> {
+    comm: &'a common::nccl::Communicator,
+    send_window: sys::ncclWindow_t,
+    recv_window: sys::ncclWindow_t,
+    recv: u64,
+    fast: &'a FastKernels,
+    options: FastOptions,
+    dev_comm: &'a std::cell::RefCell<DevComm<'d>>,
+}
+
+fn bench(ctx: &RankContext, args: &Args) -> Result<()> {
+    let size = ctx.size();
+    let dtype = args.dtype;
+    let sizes = args.sweep.sizes(dtype.size())?;
+    let largest = *sizes.last().context("no size in the sweep")?;
+    let gpu = CudaContext::new(ctx.device()).context("bind the GPU")?;
+    let (major, minor) = gpu.compute_capability().context("compute capability")?;
+    let stream = gpu.new_stream().context("create a stream")?;
+    let arch = format!("sm_{major}{minor}");
+    let cache = Env::from_process().cache_root(CACHE_NAME);
+    let blocks = gpu
+        .attribute(cu_sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+        .context("multiprocessor count")? as u32;
+    let window_bytes = if args.bad_input {
+        1 << 20
+    } else {
+        buffer_bytes(&args.sweep, &args.stress, largest)
+    };
+    bench::check_free_memory(ctx, 4 * window_bytes)?;
+
+    match args.backend {
+        Backend::Nvshmem => {
+            let found = nvshmem::find(&nvshmem::Search::from_process())?;
+            let build = || -> Result<std::path::PathBuf> {
+                let target = nvshmem::Target::find(&Env::from_process(), &arch, found.clone())?;
+                Ok(nvshmem::build_or_reuse(&target, &cache)?.file(nvshmem::CUBIN))
+            };
+            let first = if ctx.is_root() {
+                build().map(Some)
+            } else {
+                Ok(None)
+            };
+            let cubin = match ctx.all_ok(first.context("build the NVSHMEM module"))? {
+                Some(c) => c,
+                None => build()?,
+            };
+            // The heap must hold every region of a trial (NVSHMEM's default is 1 GiB).
+            if std::env::var_os("NVSHMEM_SYMMETRIC_SIZE").is_none() {
+                std::env::set_var(
+                    "NVSHMEM_SYMMETRIC_SIZE",
+                    (window_bytes + (64 << 20)).to_string(),
+                );
+            }
+            let library = nvshmem::Library::load(&found)?;
+            let mut id = [0u8; nvshmem::UNIQUEID_BYTES];
+            if ctx.is_root() {
+                id = library.unique_id()?;
+            }
+            ctx.broadcast(&mut id)?;
+            let session = library.init(ctx.rank(), size, &id)?;
+            let heap = session.malloc(window_bytes)?;
+            let module = Module::load(&cubin)?;
+            // SAFETY: the module outlives the guard (dropped below, first).
+            let module_init = unsafe { session.init_module(module.raw()) }?;
+            let kernels = kernels(&module)?;
+            let symmetric = Symmetric::new(
+                BACKEND_NVSHMEM,
+                ctx,
+                heap.as_ptr() as u64,
+                window_bytes,
+                std::ptr::null_mut(),
+                0,
+            )?;
+            let result = run_layer(
+                ctx,
+                args,
+                &stream,
+                &kernels,
+                &symmetric,
+                None,
+                blocks,
+                &sizes,
+                window_bytes,
+                &gpu,
+            );
+            drop(symmetric);
+            drop(module_init);
+            drop(module);
+            heap.free();
+            session.finalize();
+            result.map(|_| ())
+        }
+        Backend::Nccl => {
+            // This lesson's module, and lesson 05's fast kernels for the baselines.
+            let chosen = ctx.all_ok(
+                symm_primitive::choose_route(args.build, major, minor).context("choose the route"),
+            )?;
+            let chosen05 = ctx.all_ok(
+                device_lsa::choose_route(args.build, major, minor, false)
+                    .context("choose lesson 05's route"),
+            )?;
+            if ctx.is_root() {
+                eprintln!("note: build route: {} ({})", chosen.plan.name(), chosen.why);
+            }
+            let cache05 = Env::from_process().cache_root(device_lsa::CACHE_NAME);
+            let build_all = || -> Result<(symm_primitive::NcclBuilt, device_lsa::Built)> {
+                Ok((
+                    symm_primitive::build_nccl(&chosen.plan, &cache)?,
+                    device_lsa::build(&chosen05.plan, &cache05)?,
+                ))
+            };
+            let first = if ctx.is_root() {
+                build_all().map(Some)
+            } else {
+                Ok(None)
+            };
+            let (built, built05) = match ctx.all_ok(first.context("build the kernels"))? {
+                Some(b) => b,
+                None => build_all()?,
+            };
+            let module = Module::load(&built.cubin)?;
+            let kernels = kernels(&module)?;
+            let fast_module = Module::load(built05.fast_cubin())?;
+            let fast_kernels = FastKernels::load(&fast_module, built05.route == "nvcc")?;
+            let shim = built05.dev_comm_maker()?;
+            let comm = setup::communicator(ctx)?;
+            let send = setup::buffer(window_bytes)?;
+            let recv = setup::buffer(window_bytes)?;
+            let send_window = setup::window(&comm, &send)?;
+            let recv_window = setup::window(&comm, &recv)?;
+            let options = if fast_kernels.oneshot.is_some() {
+                FastOptions::new(size, blocks)
+            } else {
+                FastOptions::two_shot_only(blocks)
+            };
+            ctx.all_ok(fast::check_ranks(size).map_err(Into::into))?;
+            // One device communicator for both modules: lesson 05's
+            // requirements (one barrier per block, the LL staging buffer)
+            // include the one barrier symm_all_reduce uses.
+            let (barriers, staging) = fast::requirements(&options, size, 16);
+            let staging = fast_kernels.oneshot.map(|_| staging);
+            let dev_comm = DevComm::create(&shim, &comm, barriers, staging)?;
+            // SAFETY: the shim's buffer holds dev_comm_size() bytes.
+            let dev_comm_bytes = unsafe {
+                std::slice::from_raw_parts(
+                    dev_comm.as_kernel_arg().cast::<u8>(),
+                    shim.dev_comm_size(),
+                )
+            };
+            let dev_comm_copy = DeviceBytes::from_slice(dev_comm_bytes)?;
+            let on_send = Symmetric::new(
+                BACKEND_NCCL,
+                ctx,
+                send.as_ptr() as u64,
+                window_bytes,
+                send_window.as_raw().cast(),
+                dev_comm_copy.address(),
+            )?;
+            let on_recv = Symmetric::new(
+                BACKEND_NCCL,
+                ctx,
+                recv.as_ptr() as u64,
+                window_bytes,
+                recv_window.as_raw().cast(),
+                dev_comm_copy.address(),
+            )?;
+            let dev_comm = std::cell::RefCell::new(dev_comm);
+            let result = if args.bad_input {
+                bad_input(ctx, &stream, &kernels, &on_send, blocks, window_bytes)
+            } else {
+                let nccl_side = NcclSide {
+                    comm: &comm,
+                    send_window: send_window.as_raw(),
+                    recv_window: recv_window.as_raw(),
+                    recv: recv.as_ptr() as u64,
+                    fast: &fast_kernels,
+                    options,
+                    dev_comm: &dev_comm,
+                };
+                run_layer(
+                    ctx,
+                    args,
+                    &stream,
+                    &kernels,
+                    &on_send,
+                    Some(&nccl_side),
+                    blocks,
+                    &sizes,
+                    window_bytes,
+                    &gpu,
+                )
+                .and_then(|layer_series| {
+                    run_allreduce(
+                        ctx,
+                        args,
+                        &stream,
+                        &kernels,
+                        &on_recv,
+                        &nccl_side,
+                        &send,
+                        &recv,
+                        blocks,
+                        &gpu,
+                        layer_series,
+                    )
+                })
+                .map(|_| ())
+            };
+            drop((on_send, on_recv, dev_comm_copy));
+            dev_comm.into_inner().destroy()?;
+            send_window.deregister()?;
+            recv_window.deregister()?;
+            send.free()?;
+            recv.free()?;
+            comm.destroy()?;
+            drop(fast_module);
+            drop(module);
+            result
+        }
+    }
+}
+
+fn kernels(module: &Module) -> Result<Kernels> {
+    Ok(Kernels {
+        fused: module.function(FUSED_KERNEL)?,
+        compute: module.function(COMPUTE_KERNEL)?,
+        epilogue: module.function(EPILOGUE_KERNEL)?,
+        all_reduce: module.function(ALL_REDUCE_KERNEL)?,
+    })
+}
+
+/// The layer-tail contenders (and, with `--stress`, the fused stress run).
+/// Returns the series for the AllReduce sweep's report, or publishes them
+/// itself when there is no AllReduce sweep to come (`nccl` is None).
+#[allow(clippy::too_many_arguments)]
+fn run_layer(
+    ctx: &RankContext,
+    args: &Args,
+    stream: &Arc<CudaStream>,
+    kernels: &Kernels,
+    symmetric: &Symmetric,
+    nccl: Option<&NcclSide>,
+    blocks: u32,
+    sizes: &[usize],
+    capacity: usize,
+    gpu: &Arc<CudaContext>,
+) -> Result<Vec<Series>> {
+    let dtype = args.dtype;
+    let largest = *sizes.last().context("no size")?;
+    let residual = DeviceBytes::zeroed(capacity)?;
+    let out = DeviceBytes::zeroed(capacity)?;
+    let status = DeviceBytes::zeroed(4)?;
+    let factor = Collective::AllReduce.bus_factor(ctx.size());
+    let spin = DataKernels::load()?;
+    let contenders: Vec<Contender> = args
+        .contenders
+        .iter()
+        .copied()
+        .filter(|c| c.is_layer())
+        .collect();
+    let (mut series, mut stressed) = (Vec::new(), Vec::new());
+    let mut rows: Vec<Vec<Row>> = vec![Vec::new(); contenders.len()];
+    let mut stress_rows = Vec::new();
+    for &bytes in sizes {
+        let layer = layer_for(bytes, dtype);
+        let bytes = layer.elements() * dtype.size();
+        let x = DeviceBytes::from_slice(&reference::activations(&layer, ctx.rank()))?;
+        let w = DeviceBytes::from_slice(&reference::weights(&layer, ctx.rank()))?;
+        let gamma = DeviceBytes::from_slice(&reference::gamma(&layer))?;
+        let residual_in = reference::encode(&reference::residual(&layer), dtype);
+        let (want_out, want_residual) = reference::expected(&layer, ctx.size(), dtype);
+        let want_sum = reference::sums(&layer, ctx.size(), dtype);
+        let slots = (capacity / bytes.max(1))
+            .min(args.sweep.iters as usize + 1)
+            .max(1);
+        let at = |i: usize| LayerArgs {
+            context: symmetric.context.address(),
+            buffer: symmetric.buffer,
+            byte_offset: i * bytes,
+            x: x.address(),
+            w: w.address(),
+            residual: residual.address() + (i * bytes) as u64,
+            gamma: gamma.address(),
+            out: out.address() + (i * bytes) as u64,
+            tokens: layer.tokens as i32,
+            hidden: layer.hidden as i32,
+            k: layer.k as i32,
+            eps: layer.eps,
+            dtype: dtype.code(),
+            status: status.address(),
+        };
+        // Fresh residuals and poisoned outputs in `regions` regions.
+        let prepare_layer = |regions: usize| -> Result<()> {
+            for i in 0..regions {
+                residual.write_at(i * bytes, &residual_in)?;
+            }
+            // SAFETY: `out` holds `capacity` bytes; 0xff bytes are NaN in both dtypes.
+            unsafe { cu::memset_d8_sync(out.address(), 0xff, regions * bytes) }
+                .context("poison the outputs")?;
+            Ok(())
+        };
+        let check_layer = |regions: usize, what: &str| -> Result<u64> {
+            let mut wrong = 0;
+            let mut got = vec![0u8; bytes];
+            for i in 0..regions {
+                out.read_at(i * bytes, &mut got)?;
+                let got_out = reference::decode(&got, dtype);
+                residual.read_at(i * bytes, &mut got)?;
+                let got_residual = reference::decode(&got, dtype);
+                for result in [
+                    reference::check_close("new residual", &got_residual, &want_residual, 0.0),
+                    reference::check_close(
+                        "output",
+                        &got_out,
+                        &want_out,
+                        reference::output_tolerance(dtype),
+                    ),
+                ] {
+                    if let Err(m) = result {
+                        eprintln!("{}wrong result: {what}, operation {i}: {m}", ctx.prefix());
+                        wrong += m.wrong as u64;
+                    }
+                }
+            }
+            Ok(wrong)
+        };
+        let compute_all = |regions: usize| -> Result<()> {
+            for i in 0..regions {
+                // SAFETY: every address is live and sized for the layer.
+                unsafe {
+                    launch::compute(
+                        kernels.compute,
+                        blocks,
+                        THREADS,
+                        stream,
+                        at(i),
+                        symmetric.buffer + (i * bytes) as u64,
+                    )
+                }?;
+            }
+            stream.synchronize().context("compute the partials")
+        };
+        let check_sums = |regions: usize, what: &str| -> Result<u64> {
+            stream.synchronize().context("wait for the trial")?;
+            let mut wrong = 0;
+            let mut got = vec![0u8; bytes];
+            for i in 0..regions {
+                // SAFETY: the buffer holds `capacity` bytes.
+                unsafe {
+                    cu::memcpy_dtoh_sync(&mut got[..], symmetric.buffer + (i * bytes) as u64)
+                }
+                .context("copy the sums")?;
+                if let Err(m) =
+                    reference::check_close("sum", &reference::decode(&got, dtype), &want_sum, 0.0)
+                {
+                    eprintln!("{}wrong result: {what}, operation {i}: {m}", ctx.prefix());
+                    wrong += m.wrong as u64;
+                }
+            }
+            Ok(wrong)
+        };
+        let op = |contender: Contender, i: usize| -> Result<()> {
+            let a = at(i);
+            let partial = symmetric.buffer + (i * bytes) as u64;
+            // SAFETY (every launch): the addresses are live and sized for the layer.
+            match contender {
+                Contender::Fused => unsafe {
+                    launch::fused(kernels.fused, blocks, THREADS, stream, a)
+                },
+                Contender::SymmLayer => unsafe {
+                    launch::all_reduce(
+                        kernels.all_reduce,
+                        blocks,
+                        THREADS,
+                        stream,
+                        AllReduceCall {
+                            context: a.context,
+                            local_ptr: symmetric.buffer,
+                            byte_offset: i * bytes,
+                            num_elements: layer.elements(),
+                            reduce_op: codes::REDUCE_SUM,
+                            dtype: dtype.code(),
+                            status: status.address(),
+                        },
+                    )
+                },
+                Contender::Unfused05 | Contender::UnfusedNccl => {
+                    let nccl = nccl.context("the unfused contenders need the NCCL backend")?;
+                    let sum = nccl.recv + (i * bytes) as u64;
+                    unsafe {
+                        launch::compute(kernels.compute, blocks, THREADS, stream, a, partial)
+                    }?;
+                    if contender == Contender::Unfused05 {
+                        let count = layer.elements();
+                        nccl.fast.launch(
+                            fast::choose(count, ctx.size(), &nccl.options),
+                            stream,
+                            AllReduceArgs {
+                                send_window: nccl.send_window,
+                                send_offset: i * bytes,
+                                recv_window: nccl.recv_window,
+                                recv_offset: i * bytes,
+                                count,
+                            },
+                            &mut nccl.dev_comm.borrow_mut(),
+                        )?;
+                    } else {
+                        let datatype = match dtype {
+                            Dtype::F32 => sys::ncclDataType_t::ncclFloat32,
+                            Dtype::Bf16 => sys::ncclDataType_t::ncclBfloat16,
+                        };
+                        unsafe {
+                            sys::ncclAllReduce(
+                                partial as *const _,
+                                sum as *mut _,
+                                layer.elements(),
+                                datatype,
+                                sys::ncclRedOp_t::ncclSum,
+                                nccl.comm.as_raw(),
+                                nccl_stream(stream),
+                            )
+                        }
+                        .check("ncclAllReduce")?;
+                    }
+                    unsafe { launch::epilogue(kernels.epilogue, blocks, THREADS, stream, a, sum) }
+                }
+                _ => unreachable!("an AllReduce-sweep contender"),
+            }
+        };
+        if args.stress.stress.is_some() {
+            // The fused kernel, N back-to-back operations, ranks skewed.
+            let ops = args.stress.stress.unwrap_or(0) as usize;
+            let regions = (capacity / bytes.max(1)).max(1);
+            let max_ns = u64::from(args.stress.max_skew_us) * 1000;
+            let (mut done, mut wrong) = (0, 0);
+            while done < ops {
+                let batch = regions.min(ops - done);
+                let seed = allreduce::fresh_seed(ctx)?;
+                prepare_layer(batch)?;
+                ctx.barrier()?;
+                for k in 0..batch {
+                    let skew = allreduce::skew_ns(seed, ctx.rank(), k, max_ns);
+                    if skew > 0 {
+                        spin.spin(skew, stream)?;
+                    }
+                    op(Contender::Fused, k)?;
+                }
+                stream.synchronize().context("stress batch")?;
+                wrong += check_layer(batch, &format!("stress, fused, {bytes} B"))?;
+                done += batch;
+            }
+            stress_rows.push(allreduce::StressRow {
+                bytes,
+                ops,
+                out_of_place_wrong: 0,
+                in_place_wrong: sum_over_ranks(ctx, wrong)?,
+            });
+            continue;
+        }
+        for (slot, &contender) in contenders.iter().enumerate() {
+            let what = format!("{}, {bytes} B", contender.name());
+            let (seconds, wrong) = if contender == Contender::SymmLayer {
+                time_checked(
+                    ctx,
+                    stream,
+                    &args.sweep,
+                    || compute_all(slots),
+                    |i| op(contender, i % slots),
+                    || check_sums(slots, &what),
+                )?
+            } else {
+                time_checked(
+                    ctx,
+                    stream,
+                    &args.sweep,
+                    || prepare_layer(slots),
+                    |i| op(contender, i % slots),
+                    || {
+                        stream.synchronize()?;
+                        check_layer(slots, &what)
+                    },
+                )?
+            };
+            let mut code = [0i32];
+            status.read(&mut code)?;
+            ensure!(
+                code[0] == codes::OK,
+                "{what}: symm_all_reduce returned {} ({})",
+                code[0],
+                codes::describe(code[0])
+            );
+            rows[slot].push(Row {
+                bytes,
+                count: layer.elements(),
+                out_of_place: Sample::new(
+                    bytes,
+                    across_ranks(ctx, seconds, args.sweep.slowest)?,
+                    factor,
+                    sum_over_ranks(ctx, wrong)?,
+                ),
+                in_place: None,
+            });
+        }
+        let _ = largest;
+    }
+    if args.stress.stress.is_some() {
+        stressed.push(allreduce::StressSeries {
+            name: format!("fused-{}", args.backend.name()),
+            rows: stress_rows,
+        });
+        return allreduce::publish_stress(ctx, &args.stress, &stressed).map(|()| Vec::new());
+    }
+    for (contender, rows) in contenders.iter().zip(rows) {
+        series.push(Series {
+            name: format!("{}-{}", contender.name(), args.backend.name()),
+            about: format!(
+                "{} ({}; the layer is in place: the out-of-place column holds it)",
+                contender.about(),
+                dtype.name()
+            ),
+            rows,
+        });
+    }
+    if nccl.is_none() || !args.contenders.iter().any(|c| !c.is_layer()) {
+        let report = allreduce::report(ctx, gpu, BENCH.name.into(), &args.sweep, series)?;
+        report.publish(ctx)?;
+        report.fail_on_wrong(ctx)?;
+        return Ok(Vec::new());
+    }
+    Ok(series)
+}
+
+/// The AllReduce-alone contenders on bench's AllReduce sweep (float32).
+#[allow(clippy::too_many_arguments)]
+fn run_allreduce(
+    ctx: &RankContext,
+    args: &Args,
+    stream: &Arc<CudaStream>,
+    kernels: &Kernels,
+    on_recv: &Symmetric,
+    nccl: &NcclSide,
+    send: &common::nccl::NcclBuffer,
+    recv: &common::nccl::NcclBuffer,
+    blocks: u32,
+    gpu: &Arc<CudaContext>,
+    mut series: Vec<Series>,
+) -> Result<()> {
+    if args.stress.stress.is_some() {
+        return Ok(());
+    }
+    let sizes = args.sweep.sizes(4)?;
+    let status = DeviceBytes::zeroed(4)?;
+    let sweep = Sweep::new(ctx, &args.sweep, stream, Buffers::whole(send, recv), &sizes)?;
+    let contenders: Vec<Contender> = args
+        .contenders
+        .iter()
+        .copied()
+        .filter(|c| !c.is_layer())
+        .collect();
+    let progress = bench::progress(ctx, sizes.len() * contenders.len(), BENCH.name);
+    for contender in contenders {
+        let op = |placement: Placement, count: usize, shift: usize| -> Result<()> {
+            let input = match placement {
+                Placement::OutOfPlace => send.as_ptr() as u64,
+                Placement::InPlace => recv.as_ptr() as u64,
+            };
+            let output = recv.as_ptr() as u64;
+            match contender {
+                Contender::Symm => {
+                    if placement == Placement::OutOfPlace {
+                        // SAFETY: both buffers hold shift + 4 count bytes.
+                        unsafe {
+                            cu::memcpy_dtod_async(
+                                output + shift as u64,
+                                input + shift as u64,
+                                4 * count,
+                                stream.cu_stream(),
+                            )
+                        }
+                        .context("cuMemcpyDtoDAsync")?;
+                    }
+                    // SAFETY: the context covers `recv`.
+                    unsafe {
+                        launch::all_reduce(
+                            kernels.all_reduce,
+                            blocks,
+                            THREADS,
+                            stream,
+                            AllReduceCall {
+                                context: on_recv.context.address(),
+                                local_ptr: on_recv.buffer,
+                                byte_offset: shift,
+                                num_elements: count,
+                                reduce_op: codes::REDUCE_SUM,
+                                dtype: codes::DTYPE_FLOAT32,
+                                status: status.address(),
+                            },
+                        )
+                    }
+                }
+                Contender::Fast05 => {
+                    let send_window = match placement {
+                        Placement::OutOfPlace => nccl.send_window,
+                        Placement::InPlace => nccl.recv_window,
+                    };
+                    nccl.fast.launch(
+                        fast::choose(count, ctx.size(), &nccl.options),
+                        stream,
+                        AllReduceArgs {
+                            send_window,
+                            send_offset: shift,
+                            recv_window: nccl.recv_window,
+                            recv_offset: shift,
+                            count,
+                        },
+                        &mut nccl.dev_comm.borrow_mut(),
+                    )
+                }
+                // SAFETY: both buffers hold shift + 4 count bytes.
+                _ => unsafe {
+                    nccl_allreduce(
+                        (input + shift as u64) as *const _,
+                        (output + shift as u64) as *mut _,
+                        count,
+                        nccl.comm,
+                        stream,
+                    )
+                },
+            }
+        };
+        series.push(sweep.series((&contender.name(), contender.about()), &progress, op)?);
+    }
+    progress.finish_and_clear();
+    drop(sweep);
+    let mut code = [0i32];
+    status.read(&mut code)?;
+    ensure!(
+        code[0] == codes::OK,
+        "symm_all_reduce returned {} ({})",
+        code[0],
+        codes::describe(code[0])
+    );
+    let report = allreduce::report(ctx, gpu, BENCH.name.into(), &args.sweep, series)?;
+    report.publish(ctx)?;
+    report.fail_on_wrong(ctx)
+}
+
+/// Every case of `codes::bad_input_cases` through the device: the code it
+/// returns must be the documented one (and the host's `codes::check`).
+fn bad_input(
+    ctx: &RankContext,
+    stream: &Arc<CudaStream>,
+    kernels: &Kernels,
+    symmetric: &Symmetric,
+    blocks: u32,
+    bytes: usize,
+) -> Result<()> {
+    // A context like `symmetric`'s with an unknown backend type.
+    let mut unknown = vec![0u8; std::mem::size_of::<NcclSymmContext>()];
+    symmetric.context.read(&mut unknown)?;
+    unknown[..4].copy_from_slice(&7i32.to_ne_bytes());
+    let unknown = DeviceBytes::from_slice(&unknown)?;
+    let status = DeviceBytes::zeroed(4)?;
+    let good = Call {
+        backend: Some(BACKEND_NCCL),
+        buffer_size: bytes as u64,
+        buffer_address: symmetric.buffer,
+        local_offset: 0,
+        byte_offset: 0,
+        num_elements: (bytes / 4) as u64,
+        reduce_op: codes::REDUCE_SUM,
+        dtype: codes::DTYPE_FLOAT32,
+    };
+    let cases = codes::bad_input_cases(good);
+    let mut agreed = 0;
+    for (what, call, expected) in &cases {
+        let context = match call.backend {
+            None => 0,
+            Some(BACKEND_NCCL) => symmetric.context.address(),
+            Some(_) => unknown.address(),
+        };
+        status.write(&[i32::MIN])?;
+        // SAFETY: the kernel checks every argument before touching memory.
+        unsafe {
+            launch::all_reduce(
+                kernels.all_reduce,
+                blocks,
+                THREADS,
+                stream,
+                AllReduceCall {
+                    context,
+                    local_ptr: symmetric.buffer.wrapping_add(call.local_offset as u64),
+                    byte_offset: call.byte_offset as usize,
+                    num_elements: call.num_elements as usize,
+                    reduce_op: call.reduce_op,
+                    dtype: call.dtype,
+                    status: status.address(),
+                },
+            )
+        }?;
+        stream.synchronize().context(*what)?;
+        let mut code = [0i32];
+        status.read(&mut code)?;
+        let host = codes::check(call);
+        if code[0] == *expected && host == *expected {
+            agreed += 1;
+        }
+        ctx.println_root(format!(
+            "  {what}: device {} ({}), documented {expected}, host check {host}",
+            code[0],
+            codes::describe(code[0])
+        ));
+    }
+    let agreed = ctx.all_ok(Ok(agreed))?;
+    ctx.println_root(format!(
+        "bad input: {agreed} of {} cases return the documented code",
+        cases.len()
+    ));
+    ctx.all_ok(if agreed == cases.len() {
+        Ok(())
+    } else {
+        Err(anyhow::anyhow!(
+            "{} bad-input cases returned another code",
+            cases.len() - agreed
+        ))
+    })
+}

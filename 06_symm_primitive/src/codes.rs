@@ -1,0 +1,266 @@
+//! `symm_all_reduce`'s return codes (`kernels/symm_comm.cuh`), what each
+//! means, and the same argument checks on the host ([`check`]), so that the
+//! rules can be tested without a GPU. The GPU test
+//! (`tests/lesson.rs: bad_input_gets_the_documented_code_on_the_device`)
+//! runs the device's checks on the same cases and expects the same codes.
+
+pub const OK: i32 = 0;
+pub const ERR_NULL_CONTEXT: i32 = -1;
+pub const ERR_UNKNOWN_BACKEND: i32 = -2;
+pub const ERR_UNSUPPORTED_OP: i32 = -3;
+pub const ERR_UNSUPPORTED_DTYPE: i32 = -4;
+pub const ERR_OUT_OF_BOUNDS: i32 = -5;
+pub const ERR_MISALIGNED: i32 = -6;
+pub const ERR_TOPOLOGY: i32 = -7;
+pub const ERR_NO_GRID_SYNC: i32 = -8;
+
+pub const REDUCE_SUM: i32 = 0;
+pub const DTYPE_FLOAT32: i32 = 0;
+pub const DTYPE_BFLOAT16: i32 = 1;
+
+/// Ranks the device library's unrolled loops cover (`SYMM_MAX_RANKS`).
+pub const MAX_RANKS: usize = 8;
+
+/// What a return code means, as the header documents it.
+pub fn describe(code: i32) -> &'static str {
+    match code {
+        OK => "success",
+        ERR_NULL_CONTEXT => "null context",
+        ERR_UNKNOWN_BACKEND => "unknown backend (or one not compiled into this module)",
+        ERR_UNSUPPORTED_OP => "unsupported reduction (only sum)",
+        ERR_UNSUPPORTED_DTYPE => "unsupported data type (float32 and bfloat16)",
+        ERR_OUT_OF_BOUNDS => "byte_offset + size beyond the context's buffer",
+        ERR_MISALIGNED => "local_ptr or byte_offset not a multiple of the element size",
+        ERR_TOPOLOGY => "more than 8 ranks, or a rank not reachable by loads and stores",
+        ERR_NO_GRID_SYNC => "the context has no grid-barrier words",
+        _ => "not a symm_all_reduce code",
+    }
+}
+
+/// One call's arguments as the checks see them: the context (`None` for a
+/// null pointer) and where `local_ptr` points, counted from the buffer's
+/// first byte (negative: before it).
+#[derive(Debug, Clone, Copy)]
+pub struct Call {
+    /// `SymmContext::type`, or None for a null context.
+    pub backend: Option<i32>,
+    /// The context's buffer_size.
+    pub buffer_size: u64,
+    /// The buffer's first byte's address (its alignment matters).
+    pub buffer_address: u64,
+    /// local_ptr - buffer, in bytes.
+    pub local_offset: i64,
+    pub byte_offset: u64,
+    pub num_elements: u64,
+    pub reduce_op: i32,
+    pub dtype: i32,
+}
+
+/// The code `symm_all_reduce` returns for `call` before it touches memory,
+/// in the header's order. (The topology and grid-barrier checks depend on
+/// the running system and are left to the device.)
+pub fn check(call: &Call) -> i32 {
+    let Some(backend) = call.backend else {
+        return ERR_NULL_CONTEXT;
+    };
+    if backend != crate::context::BACKEND_NCCL && backend != crate::context::BACKEND_NVSHMEM {
+        return ERR_UNKNOWN_BACKEND;
+    }
+    if call.reduce_op != REDUCE_SUM {
+        return ERR_UNSUPPORTED_OP;
+    }
+    let element: u64 = match call.dtype {
+        DTYPE_FLOAT32 => 4,
+        DTYPE_BFLOAT16 => 2,
+        _ => return ERR_UNSUPPORTED_DTYPE,
+    };
+    let local = call.buffer_address.wrapping_add(call.local_offset as u64);
+    if !(local | call.byte_offset).is_multiple_of(element) {
+        return ERR_MISALIGNED;
+    }
+    if call.local_offset < 0 {
+        return ERR_OUT_OF_BOUNDS;
+    }
+    let into = call.local_offset as u64;
+    let size = call.buffer_size;
+    if into > size || call.byte_offset > size - into {
+        return ERR_OUT_OF_BOUNDS;
+    }
+    if call.num_elements > (size - into - call.byte_offset) / element {
+        return ERR_OUT_OF_BOUNDS;
+    }
+    OK
+}
+
+/// The bad-input cases the lesson's tests run, on the host here and on the
+/// device in the GPU test: (what, call, expected code). `good` is a valid
+/// call on a buffer of `good.buffer_size` bytes.
+pub fn bad_input_cases(good: Call) -> Vec<(&'static str, Call, i32)> {
+    let elements = good.buffer_size / 4;
+    vec![
+        ("a valid call", good, OK),
+        (
+            "a null context",
+            Call {
+                backend: None,
+                ..good
+            },
+            ERR_NULL_CONTEXT,
+        ),
+        (
+            "an unknown backend",
+            Call {
+                backend: Some(7),
+                ..good
+            },
+            ERR_UNKNOWN_BACKEND,
+        ),
+        (
+            "an unsupported reduction (max)",
+            Call {
+                reduce_op: 1,
+                ..good
+            },
+            ERR_UNSUPPORTED_OP,
+        ),
+        (
+            "an unsupported dtype (float64)",
+            Call { dtype: 2, ..good },
+            ERR_UNSUPPORTED_DTYPE,
+        ),
+        (
+            "byte_offset + size beyond the buffer",
+            Call {
+                byte_offset: 4,
+                num_elements: elements,
+                ..good
+            },
+            ERR_OUT_OF_BOUNDS,
+        ),
+        (
+            "byte_offset alone beyond the buffer",
+            Call {
+                byte_offset: good.buffer_size + 4,
+                num_elements: 1,
+                ..good
+            },
+            ERR_OUT_OF_BOUNDS,
+        ),
+        (
+            "an element count that overflows",
+            Call {
+                num_elements: u64::MAX / 2,
+                ..good
+            },
+            ERR_OUT_OF_BOUNDS,
+        ),
+        (
+            "local_ptr before the buffer",
+            Call {
+                local_offset: -16,
+                ..good
+            },
+            ERR_OUT_OF_BOUNDS,
+        ),
+        (
+            "a misaligned local_ptr",
+            Call {
+                local_offset: 2,
+                num_elements: 1,
+                ..good
+            },
+            ERR_MISALIGNED,
+        ),
+        (
+            "a misaligned byte_offset",
+            Call {
+                byte_offset: 6,
+                num_elements: 1,
+                ..good
+            },
+            ERR_MISALIGNED,
+        ),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn good() -> Call {
+        Call {
+            backend: Some(crate::context::BACKEND_NCCL),
+            buffer_size: 1 << 20,
+            buffer_address: 0x7f00_0000_0000,
+            local_offset: 0,
+            byte_offset: 0,
+            num_elements: (1 << 20) / 4,
+            reduce_op: REDUCE_SUM,
+            dtype: DTYPE_FLOAT32,
+        }
+    }
+
+    #[test]
+    fn every_bad_input_gets_its_documented_code() {
+        for (what, call, expected) in bad_input_cases(good()) {
+            assert_eq!(check(&call), expected, "{what}: {call:?}");
+        }
+    }
+
+    #[test]
+    fn the_whole_buffer_fits_and_one_element_more_does_not() {
+        let mut call = good();
+        assert_eq!(check(&call), OK);
+        call.num_elements += 1;
+        assert_eq!(check(&call), ERR_OUT_OF_BOUNDS);
+        // bfloat16: twice the elements fit; an odd byte offset does not.
+        let call = Call {
+            dtype: DTYPE_BFLOAT16,
+            num_elements: (1 << 20) / 2,
+            ..good()
+        };
+        assert_eq!(check(&call), OK);
+        assert_eq!(
+            check(&Call {
+                byte_offset: 1,
+                num_elements: 1,
+                ..call
+            }),
+            ERR_MISALIGNED
+        );
+        // A local_ptr inside the buffer counts towards the end.
+        assert_eq!(
+            check(&Call {
+                local_offset: 1024,
+                num_elements: ((1 << 20) - 1024) / 4,
+                ..good()
+            }),
+            OK
+        );
+    }
+
+    #[test]
+    fn the_header_declares_the_same_codes() {
+        let header = include_str!("../kernels/symm_comm.cuh");
+        for (name, code) in [
+            ("SYMM_OK", OK),
+            ("SYMM_ERR_NULL_CONTEXT", ERR_NULL_CONTEXT),
+            ("SYMM_ERR_UNKNOWN_BACKEND", ERR_UNKNOWN_BACKEND),
+            ("SYMM_ERR_UNSUPPORTED_OP", ERR_UNSUPPORTED_OP),
+            ("SYMM_ERR_UNSUPPORTED_DTYPE", ERR_UNSUPPORTED_DTYPE),
+            ("SYMM_ERR_OUT_OF_BOUNDS", ERR_OUT_OF_BOUNDS),
+            ("SYMM_ERR_MISALIGNED", ERR_MISALIGNED),
+            ("SYMM_ERR_TOPOLOGY", ERR_TOPOLOGY),
+            ("SYMM_ERR_NO_GRID_SYNC", ERR_NO_GRID_SYNC),
+        ] {
+            let text = if code == 0 {
+                format!("#define {name} 0")
+            } else {
+                format!("#define {name} ({code})")
+            };
+            assert!(header.contains(&text), "symm_comm.cuh lacks {text}");
+        }
+        assert!(header.contains("#define SYMM_MAX_RANKS 8"));
+        assert!(header.contains("#define SYMM_DTYPE_BFLOAT16 1"));
+    }
+}

@@ -1,0 +1,184 @@
+//! The contexts of `kernels/symm_comm.cuh`, laid out byte for byte as the
+//! header declares them (`#[repr(C)]`; the tests check every offset against
+//! the numbers the header's `static_assert`s check on the device side), and
+//! the device memory they are written to.
+
+use std::ffi::c_void;
+
+use anyhow::{Context, Result};
+use cudarc::driver::{result as cu, sys as cu_sys};
+
+/// `SymmContext::type` of the NCCL backend.
+pub const BACKEND_NCCL: i32 = 0;
+/// `SymmContext::type` of the NVSHMEM backend.
+pub const BACKEND_NVSHMEM: i32 = 1;
+
+/// `SymmContext`: the header every context starts with.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SymmContext {
+    /// [`BACKEND_NCCL`] or [`BACKEND_NVSHMEM`].
+    pub kind: i32,
+    pub rank: i32,
+    pub world_size: i32,
+}
+
+/// `NcclSymmContext`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct NcclSymmContext {
+    pub base: SymmContext,
+    /// `ncclWindow_t` over `local_buffer`.
+    pub buffer_window: *mut c_void,
+    /// `ncclWindow_t` for signals; unused by `symm_all_reduce` (NULL here).
+    pub signal_window: *mut c_void,
+    /// Device address of a copy of the `ncclDevComm`.
+    pub dev_comm: u64,
+    /// This rank's address of the window's first byte.
+    pub local_buffer: u64,
+    pub buffer_size: u64,
+    pub device_idx: i32,
+    pub reserved: i32,
+    /// Device address of two zeroed words for the grid barrier.
+    pub grid_sync: u64,
+}
+
+/// `NvshmemSymmContext`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct NvshmemSymmContext {
+    pub base: SymmContext,
+    /// A symmetric address from `nvshmem_malloc`.
+    pub local_buffer: u64,
+    pub buffer_size: u64,
+    pub device_idx: i32,
+    pub reserved: i32,
+    /// Where the context's bytes start, counted from `local_buffer`.
+    pub offset: u64,
+    pub grid_sync: u64,
+}
+
+/// The bytes of a `#[repr(C)]` context, to copy to the device.
+pub fn bytes_of<T: Copy>(value: &T) -> Vec<u8> {
+    // SAFETY: T is a plain #[repr(C)] struct of integers and pointers; its
+    // padding is copied as whatever it holds, which the device never reads.
+    unsafe { std::slice::from_raw_parts((value as *const T).cast::<u8>(), size_of::<T>()) }.to_vec()
+}
+
+/// Device memory from `cuMemAlloc`, freed on drop.
+pub struct DeviceBytes {
+    ptr: cu_sys::CUdeviceptr,
+    len: usize,
+}
+
+impl DeviceBytes {
+    /// `len` bytes of device memory, zeroed.
+    pub fn zeroed(len: usize) -> Result<Self> {
+        // SAFETY: a context is current (the caller bound its GPU).
+        let ptr = unsafe { cu::malloc_sync(len.max(1)) }.context("cuMemAlloc")?;
+        let bytes = Self { ptr, len };
+        // SAFETY: `ptr` holds `len` bytes.
+        unsafe { cu::memset_d8_sync(ptr, 0, len) }.context("cuMemsetD8")?;
+        Ok(bytes)
+    }
+
+    /// Device memory holding a copy of `data`.
+    pub fn from_slice<T: Copy>(data: &[T]) -> Result<Self> {
+        let bytes = Self::zeroed(std::mem::size_of_val(data))?;
+        // SAFETY: the allocation holds exactly size_of_val(data) bytes.
+        unsafe { cu::memcpy_htod_sync(bytes.ptr, data) }.context("cuMemcpyHtoD")?;
+        Ok(bytes)
+    }
+
+    /// Copies the device bytes into `out` (`out` must not be larger).
+    pub fn read<T: Copy>(&self, out: &mut [T]) -> Result<()> {
+        anyhow::ensure!(std::mem::size_of_val(out) <= self.len, "read past the end");
+        // SAFETY: bounds checked above.
+        unsafe { cu::memcpy_dtoh_sync(out, self.ptr) }.context("cuMemcpyDtoH")
+    }
+
+    /// Overwrites the first bytes with `data`.
+    pub fn write<T: Copy>(&self, data: &[T]) -> Result<()> {
+        anyhow::ensure!(
+            std::mem::size_of_val(data) <= self.len,
+            "write past the end"
+        );
+        // SAFETY: bounds checked above.
+        unsafe { cu::memcpy_htod_sync(self.ptr, data) }.context("cuMemcpyHtoD")
+    }
+
+    /// Copies the device bytes at `offset` into `out`.
+    pub fn read_at(&self, offset: usize, out: &mut [u8]) -> Result<()> {
+        anyhow::ensure!(offset + out.len() <= self.len, "read past the end");
+        // SAFETY: bounds checked above.
+        unsafe { cu::memcpy_dtoh_sync(out, self.ptr + offset as u64) }.context("cuMemcpyDtoH")
+    }
+
+    /// Overwrites the bytes at `offset` with `data`.
+    pub fn write_at(&self, offset: usize, data: &[u8]) -> Result<()> {
+        anyhow::ensure!(offset + data.len() <= self.len, "write past the end");
+        // SAFETY: bounds checked above.
+        unsafe { cu::memcpy_htod_sync(self.ptr + offset as u64, data) }.context("cuMemcpyHtoD")
+    }
+
+    /// The device address.
+    pub fn address(&self) -> u64 {
+        self.ptr
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+impl Drop for DeviceBytes {
+    fn drop(&mut self) {
+        // SAFETY: allocated by cuMemAlloc and not used after this.
+        if let Err(err) = unsafe { cu::free_sync(self.ptr) } {
+            eprintln!("warning: cleanup: cuMemFree: {err}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::mem::{offset_of, size_of};
+
+    /// The offsets symm_comm.cuh's static_asserts check on the device side.
+    #[test]
+    fn the_contexts_have_the_headers_layout() {
+        assert_eq!(size_of::<SymmContext>(), 12);
+        assert_eq!(offset_of!(NcclSymmContext, buffer_window), 16);
+        assert_eq!(offset_of!(NcclSymmContext, signal_window), 24);
+        assert_eq!(offset_of!(NcclSymmContext, dev_comm), 32);
+        assert_eq!(offset_of!(NcclSymmContext, local_buffer), 40);
+        assert_eq!(offset_of!(NcclSymmContext, buffer_size), 48);
+        assert_eq!(offset_of!(NcclSymmContext, device_idx), 56);
+        assert_eq!(offset_of!(NcclSymmContext, grid_sync), 64);
+        assert_eq!(size_of::<NcclSymmContext>(), 72);
+        assert_eq!(offset_of!(NvshmemSymmContext, local_buffer), 16);
+        assert_eq!(offset_of!(NvshmemSymmContext, buffer_size), 24);
+        assert_eq!(offset_of!(NvshmemSymmContext, device_idx), 32);
+        assert_eq!(offset_of!(NvshmemSymmContext, offset), 40);
+        assert_eq!(offset_of!(NvshmemSymmContext, grid_sync), 48);
+        assert_eq!(size_of::<NvshmemSymmContext>(), 56);
+    }
+
+    #[test]
+    fn the_header_checks_the_same_offsets() {
+        let header = include_str!("../kernels/symm_comm.cuh");
+        for line in [
+            "static_assert(__builtin_offsetof(NcclSymmContext, grid_sync) == 64",
+            "static_assert(sizeof(NcclSymmContext) == 72",
+            "static_assert(__builtin_offsetof(NvshmemSymmContext, offset) == 40",
+            "static_assert(sizeof(NvshmemSymmContext) == 56",
+        ] {
+            assert!(header.contains(line), "symm_comm.cuh lacks {line}");
+        }
+    }
+}

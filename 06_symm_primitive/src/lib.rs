@@ -1,0 +1,228 @@
+//! Lesson 06's building blocks, shared by the lesson (`main.rs`) and its
+//! benchmark (`bin/bench.rs`):
+//!
+//! * the device library and the user kernels ([`SOURCE`]): `symm_comm.cuh`
+//!   and `tp_tail.cu`, compiled as one translation unit;
+//! * the NCCL backend's build through `device_build`'s two routes
+//!   ([`nccl_program`], [`build_nccl`]);
+//! * the contexts the kernels read ([`context`]) and the NVSHMEM host
+//!   library and build ([`nvshmem`]);
+//! * the return codes of `symm_all_reduce` and the same checks on the host
+//!   ([`codes`]), and the layer's data and CPU reference ([`reference`]).
+
+pub mod codes;
+pub mod context;
+pub mod launch;
+pub mod nvshmem;
+pub mod reference;
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Result;
+use common::nccl::loaded_nccl;
+use common::{CannotRun, NcclVersion};
+use device_build::route::{self, Build, Chosen, Plan, Program};
+use device_build::shim::Shim;
+use device_build::{cache, jit, nvcc, CacheRoot, Env, Source};
+
+/// The device library (`kernels/symm_comm.cuh`) followed by the lesson's
+/// user kernels (`kernels/tp_tail.cu`): one source, so that a user kernel
+/// and the library it calls are compiled and optimised together (the
+/// library's functions inline into the kernel, and the kernel's launch
+/// bounds hold for them). The same text serves both NCCL routes (the header
+/// picks the C++ API or the C API) and the NVSHMEM build.
+pub const SOURCE: Source = Source {
+    file: "symm_tp_tail.cu",
+    text: concat!(
+        include_str!("../kernels/symm_comm.cuh"),
+        "\n",
+        include_str!("../kernels/tp_tail.cu")
+    ),
+};
+
+/// Threads per block of every kernel of this lesson (compiled into their
+/// launch bounds and the block reduction).
+pub const THREADS: u32 = 512;
+
+/// The kernels' names (`extern "C"` in `tp_tail.cu`).
+pub const FUSED_KERNEL: &str = "tp_tail_fused";
+pub const COMPUTE_KERNEL: &str = "tp_compute";
+pub const EPILOGUE_KERNEL: &str = "tp_residual_rmsnorm";
+pub const ALL_REDUCE_KERNEL: &str = "symm_all_reduce_kernel";
+
+/// The program name the build cache is kept under.
+pub const CACHE_NAME: &str = "06_symm_primitive";
+
+/// What the jit route's source calls in nccl_device_wrapper.h (NCCL 2.32.3's
+/// names), checked before compiling.
+pub const WRAPPER_NAMES: [&str; 6] = [
+    "ncclCoopAnyInitCta",
+    "ncclLsaBarrierSession_C",
+    "ncclLsaBarrierSessionInit",
+    "ncclLsaBarrierSessionSync",
+    "ncclLsaBarrierSessionDestroy",
+    "ncclGetPeerPointerTeam",
+];
+
+/// Which backend holds the symmetric memory.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    /// NCCL: a symmetric window and a device communicator (threads or MPI).
+    Nccl,
+    /// NVSHMEM: the symmetric heap (MPI only: one PE per process).
+    Nvshmem,
+}
+
+impl Backend {
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::Nccl => "nccl",
+            Backend::Nvshmem => "nvshmem",
+        }
+    }
+}
+
+/// The element type of the all-reduced data.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dtype {
+    /// float32.
+    F32,
+    /// bfloat16, summed in float32.
+    Bf16,
+}
+
+impl Dtype {
+    /// `symm_all_reduce`'s dtype argument (SYMM_DTYPE_*).
+    pub fn code(self) -> i32 {
+        match self {
+            Dtype::F32 => codes::DTYPE_FLOAT32,
+            Dtype::Bf16 => codes::DTYPE_BFLOAT16,
+        }
+    }
+    pub fn size(self) -> usize {
+        match self {
+            Dtype::F32 => 4,
+            Dtype::Bf16 => 2,
+        }
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            Dtype::F32 => "float32",
+            Dtype::Bf16 => "bfloat16",
+        }
+    }
+}
+
+/// `-D` for every compile: the backend and the block size.
+pub fn defines(backend: Backend) -> Vec<(String, String)> {
+    let with = match backend {
+        Backend::Nccl => "SYMM_WITH_NCCL",
+        Backend::Nvshmem => "SYMM_WITH_NVSHMEM",
+    };
+    vec![
+        (with.into(), "1".into()),
+        ("SYMM_THREADS".into(), THREADS.to_string()),
+    ]
+}
+
+/// The NCCL backend's device code for both of device_build's routes.
+pub fn nccl_program() -> Program {
+    Program {
+        nvcc_kernels: vec![SOURCE],
+        jit_kernels: vec![SOURCE],
+        defines: defines(Backend::Nccl),
+        wrapper_names: WRAPPER_NAMES.to_vec(),
+    }
+}
+
+/// The route for `build` on this GPU and the loaded NCCL, and why.
+pub fn choose_route(build: Build, major: i32, minor: i32) -> Result<Chosen> {
+    let nccl = loaded_nccl()?;
+    route::choose(
+        build,
+        &Env::from_process(),
+        &format!("sm_{major}{minor}"),
+        nccl.version,
+        &nccl.path,
+        &nccl_program(),
+    )
+}
+
+/// The preflight's tool check (`Lesson::tool`): nvcc or NVRTC is found.
+pub fn build_tool_found() -> Result<(), CannotRun> {
+    route::some_route_found(&Env::from_process())
+}
+
+/// The NCCL backend's built module, from either route.
+pub struct NcclBuilt {
+    /// `nvcc` or `jit`.
+    pub route: &'static str,
+    pub build: cache::Built,
+    pub cubin: PathBuf,
+    shim: Option<PathBuf>,
+    nccl: NcclVersion,
+    library: PathBuf,
+}
+
+impl NcclBuilt {
+    /// How this route makes the device communicator: the shim (nvcc) or NCCL
+    /// called directly with 2.32.3's requirements layout (jit).
+    pub fn dev_comm_maker(&self) -> Result<Shim> {
+        match &self.shim {
+            Some(shim) => Shim::load(shim, self.nccl),
+            None => Shim::direct(&self.library, self.nccl),
+        }
+    }
+}
+
+/// Builds (or reuses) the NCCL backend's module for `plan`.
+pub fn build_nccl(plan: &Plan, cache: &CacheRoot) -> Result<NcclBuilt> {
+    Ok(match plan {
+        Plan::Nvcc(target) => {
+            let built = nvcc::build_or_reuse(target, cache)?;
+            NcclBuilt {
+                route: "nvcc",
+                cubin: built.cubin(&SOURCE),
+                shim: Some(built.shim.clone()),
+                nccl: target.nccl,
+                library: target.library.clone(),
+                build: built.build,
+            }
+        }
+        Plan::Jit(target) => {
+            let build = jit::build_or_reuse(target, cache)?;
+            NcclBuilt {
+                route: "jit",
+                cubin: build.file(jit::CUBIN),
+                shim: None,
+                nccl: target.nccl,
+                library: target.library.clone(),
+                build,
+            }
+        }
+    })
+}
+
+/// The NCCL headers a plan builds against.
+pub fn plan_include(plan: &Plan) -> &Path {
+    match plan {
+        Plan::Nvcc(target) => &target.include,
+        Plan::Jit(target) => &target.nccl_include,
+    }
+}
+
+/// The options checked before any rank starts (`common::run_checked`), on
+/// any machine: the NVSHMEM backend needs one process per GPU, and its
+/// library must be found.
+pub fn check_backend(backend: Backend, launch_mode: &str) -> Result<(), CannotRun> {
+    if backend != Backend::Nvshmem {
+        return Ok(());
+    }
+    if launch_mode == "threads" {
+        return Err(CannotRun::new(
+            "--backend nvshmem needs one process per GPU: NVSHMEM cannot host several PEs in one process, and this build runs ranks as threads",
+            "build with MPI and start one process per GPU:\n  cargo build --release --features mpi\n  mpirun -np 2 target/release/06_symm_primitive --backend nvshmem",
+        ));
+    }
+    nvshmem::find(&nvshmem::Search::from_process()).map(|_| ())
+}

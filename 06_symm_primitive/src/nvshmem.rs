@@ -1,0 +1,570 @@
+//! The NVSHMEM backend's host side: finding NVSHMEM, building the module
+//! (NVRTC, then nvJitLink with `libnvshmem_device.a`), and the host calls
+//! (`dlopen` of `libnvshmem_host.so.3`): init over the project's own
+//! launcher with a unique id, `nvshmem_malloc`, `nvshmemx_cumodule_init`,
+//! teardown.
+//!
+//! NVSHMEM hosts one PE per process (its documentation; NVIDIA/nvshmem#48),
+//! so this backend runs under `mpirun` only (`check_backend` refuses it in
+//! thread mode).
+
+use std::ffi::{c_int, c_uint, c_void, OsString};
+use std::path::{Path, PathBuf};
+
+use anyhow::{ensure, Context, Result};
+use common::CannotRun;
+use cudarc::driver::sys as cu_sys;
+use device_build::jit::{self, LinkInput};
+use device_build::{cache, CacheRoot, Env};
+
+/// The host library's name in every NVSHMEM 3.x layout.
+pub const HOST_LIBRARY: &str = "libnvshmem_host.so.3";
+/// The device library nvJitLink links the module with.
+pub const DEVICE_LIBRARY: &str = "libnvshmem_device.a";
+
+/// Where NVSHMEM is looked for.
+#[derive(Debug, Clone, Default)]
+pub struct Search {
+    /// `NVSHMEM_HOME`: a directory with `lib/` and `include/`; if set, nothing
+    /// else is tried.
+    pub nvshmem_home: Option<OsString>,
+    /// The active Python environments, whose site-packages may hold the
+    /// `nvidia-nvshmem-cu13` wheel (`nvidia/nvshmem`).
+    pub virtual_env: Option<OsString>,
+    pub conda_prefix: Option<OsString>,
+}
+
+impl Search {
+    pub fn from_process() -> Self {
+        let var = |name| std::env::var_os(name).filter(|v| !v.is_empty());
+        Self {
+            nvshmem_home: var("NVSHMEM_HOME"),
+            virtual_env: var("VIRTUAL_ENV"),
+            conda_prefix: var("CONDA_PREFIX"),
+        }
+    }
+
+    /// The directories that may be NVSHMEM's root, in order.
+    pub fn candidates(&self) -> Vec<PathBuf> {
+        if let Some(home) = &self.nvshmem_home {
+            return vec![PathBuf::from(home)];
+        }
+        let env = Env {
+            virtual_env: self.virtual_env.clone(),
+            conda_prefix: self.conda_prefix.clone(),
+            ..Env::default()
+        };
+        jit::site_packages(&env, Path::new("/"))
+            .into_iter()
+            .map(|site| site.join("nvidia/nvshmem"))
+            .collect()
+    }
+}
+
+/// An NVSHMEM installation: its host library, device library and headers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Found {
+    pub root: PathBuf,
+    pub host_library: PathBuf,
+    pub device_library: PathBuf,
+    pub include: PathBuf,
+}
+
+/// The fix named whenever NVSHMEM is not found.
+pub const INSTALL: &str = "pip install nvidia-nvshmem-cu13 into the active Python environment (VIRTUAL_ENV), or set NVSHMEM_HOME to a directory with lib/libnvshmem_host.so.3, lib/libnvshmem_device.a and include/nvshmem.h; or use --backend nccl";
+
+/// Finds NVSHMEM, or says where it looked and how to install it (exit 2).
+pub fn find(search: &Search) -> Result<Found, CannotRun> {
+    let candidates = search.candidates();
+    for root in &candidates {
+        let found = Found {
+            host_library: root.join("lib").join(HOST_LIBRARY),
+            device_library: root.join("lib").join(DEVICE_LIBRARY),
+            include: root.join("include"),
+            root: root.clone(),
+        };
+        if found.host_library.is_file()
+            && found.device_library.is_file()
+            && found.include.join("nvshmem.h").is_file()
+        {
+            return Ok(found);
+        }
+    }
+    let looked = if candidates.is_empty() {
+        "NVSHMEM_HOME is not set and no Python environment is active".to_string()
+    } else {
+        let dirs: Vec<String> = candidates.iter().map(|c| c.display().to_string()).collect();
+        format!(
+            "looked for lib/{HOST_LIBRARY}, lib/{DEVICE_LIBRARY} and include/nvshmem.h in {}",
+            dirs.join(", ")
+        )
+    };
+    Err(CannotRun::new(
+        format!("--backend nvshmem: NVSHMEM not found ({looked})"),
+        INSTALL,
+    ))
+}
+
+// ---------------------------------------------------------------------------
+// The module: NVRTC -> LTO-IR, nvJitLink with libnvshmem_device.a -> cubin.
+// ---------------------------------------------------------------------------
+
+/// What NVSHMEM 3.4.5's headers need under NVRTC and do not get from it:
+/// three type traits in `std`, forwarded to libcu++ (3.8.0's headers need
+/// none of this, and are not disturbed by it).
+pub const PRELUDE: &str = "#include <cuda/std/type_traits>\n\
+namespace std {\n\
+using cuda::std::is_integral;\n\
+using cuda::std::is_signed;\n\
+using cuda::std::is_unsigned;\n\
+}\n";
+
+/// The one cubin the NVSHMEM build makes.
+pub const CUBIN: &str = "symm_nvshmem.cubin";
+
+/// Everything the NVSHMEM build depends on.
+pub struct Target {
+    pub arch: String,
+    pub nvrtc: jit::Nvrtc,
+    pub nvjitlink: jit::NvJitLink,
+    pub cuda_include: Vec<PathBuf>,
+    pub nvshmem: Found,
+}
+
+impl Target {
+    /// NVRTC, nvJitLink and the CUDA headers, found as the jit route finds
+    /// them (`NVRTC`, `NVJITLINK`, the Python environment, `CUDA_HOME`).
+    pub fn find(env: &Env, arch: &str, nvshmem: Found) -> Result<Self> {
+        let sites = jit::site_packages(env, &nvshmem.root.join("lib/x"));
+        let nvrtc_path = jit::find_nvrtc(env, &sites)?;
+        let nvjitlink_path = jit::find_nvjitlink(env, &sites)?;
+        let nvrtc = jit::Nvrtc::load(&nvrtc_path)
+            .with_context(|| format!("load NVRTC from {}", nvrtc_path.display()))?;
+        let nvjitlink = jit::NvJitLink::load(&nvjitlink_path)
+            .with_context(|| format!("load nvJitLink from {}", nvjitlink_path.display()))?;
+        let cuda_include = jit::find_cuda_headers(env, &sites)?;
+        Ok(Self {
+            arch: arch.into(),
+            nvrtc,
+            nvjitlink,
+            cuda_include,
+            nvshmem,
+        })
+    }
+
+    /// NVRTC's options: LTO-IR, relocatable device code, NVSHMEM's and
+    /// CUDA's headers, and the prelude pre-included.
+    pub fn options(&self, prelude: &Path) -> Vec<String> {
+        let mut options = vec![
+            format!("-arch={}", self.arch),
+            "-dlto".into(),
+            "-rdc=true".into(),
+            "-default-device".into(),
+            "-std=c++17".into(),
+            format!("--pre-include={}", prelude.display()),
+        ];
+        options.extend(
+            crate::defines(crate::Backend::Nvshmem)
+                .iter()
+                .map(|(n, v)| format!("-D{n}={v}")),
+        );
+        options.push(format!("-I{}", self.nvshmem.include.display()));
+        options.extend(
+            self.cuda_include
+                .iter()
+                .map(|d| format!("-I{}", d.display())),
+        );
+        options
+    }
+
+    /// Everything that goes into the build, as text (its hash names the
+    /// cache directory).
+    pub fn key_text(&self) -> String {
+        let stamp = |p: &Path| {
+            std::fs::metadata(p)
+                .map(|m| {
+                    let modified = m
+                        .modified()
+                        .ok()
+                        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                        .map_or(0, |d| d.as_nanos());
+                    format!("{} {} {modified}", p.display(), m.len())
+                })
+                .unwrap_or_else(|_| p.display().to_string())
+        };
+        let mut text = format!(
+            "route=nvshmem\nnvrtc={}.{} {}\nnvjitlink={}.{} {}\ndevice_library={}\nheader={}\n",
+            self.nvrtc.version.0,
+            self.nvrtc.version.1,
+            self.nvrtc.path.display(),
+            self.nvjitlink.version.0,
+            self.nvjitlink.version.1,
+            self.nvjitlink.path.display(),
+            stamp(&self.nvshmem.device_library),
+            stamp(&self.nvshmem.include.join("nvshmem.h")),
+        );
+        for option in self.options(Path::new("prelude.h")) {
+            text.push_str(&format!("option={option}\n"));
+        }
+        text.push_str(&format!(
+            "prelude\n{PRELUDE}\nsource={}\n{}\n",
+            crate::SOURCE.file,
+            crate::SOURCE.text
+        ));
+        text
+    }
+}
+
+/// The cached NVSHMEM module for `target`, compiling it first if needed.
+pub fn build_or_reuse(target: &Target, cache_root: &CacheRoot) -> Result<cache::Built> {
+    let compile = |dir: &Path| compile_into(target, dir);
+    let job = cache::Job {
+        key_text: target.key_text(),
+        outputs: vec![CUBIN.into()],
+        compile: &compile,
+    };
+    cache::build_or_reuse(&job, cache_root)
+}
+
+/// Compiles the library and the user kernels to LTO-IR and links them with
+/// `libnvshmem_device.a` into `dir/symm_nvshmem.cubin`.
+pub fn compile_into(target: &Target, dir: &Path) -> Result<()> {
+    let prelude = dir.join("prelude.h");
+    std::fs::write(&prelude, PRELUDE).context("write prelude.h")?;
+    let options = target.options(&prelude);
+    let ir = target
+        .nvrtc
+        .compile_ltoir(crate::SOURCE.file, crate::SOURCE.text, &options)?
+        .map_err(|log| {
+            CannotRun::new(
+                format!(
+                    "NVRTC {}.{} could not compile {} against NVSHMEM in {}:\n{}",
+                    target.nvrtc.version.0,
+                    target.nvrtc.version.1,
+                    crate::SOURCE.file,
+                    target.nvshmem.root.display(),
+                    log.lines().take(40).collect::<Vec<_>>().join("\n")
+                ),
+                "use NVSHMEM 3.4.5 or 3.8.0 (pip install nvidia-nvshmem-cu13), or --backend nccl",
+            )
+        })?;
+    let archive = std::fs::read(&target.nvshmem.device_library)
+        .with_context(|| format!("read {}", target.nvshmem.device_library.display()))?;
+    let inputs = [
+        (crate::SOURCE.file, ir.as_slice(), LinkInput::Ltoir),
+        (DEVICE_LIBRARY, archive.as_slice(), LinkInput::Library),
+    ];
+    let cubin = target
+        .nvjitlink
+        .link_inputs(&target.arch, &inputs)?
+        .map_err(|failure| {
+            CannotRun::new(
+                format!(
+                    "nvJitLink {}.{} ({}) could not link with {} (status {}):\n{}",
+                    target.nvjitlink.version.0,
+                    target.nvjitlink.version.1,
+                    target.nvjitlink.path.display(),
+                    target.nvshmem.device_library.display(),
+                    failure.status,
+                    failure.log.lines().take(40).collect::<Vec<_>>().join("\n")
+                ),
+                "use an nvJitLink at least as new as the CUDA that built NVSHMEM (pip install -U nvidia-nvjitlink, or set NVJITLINK)",
+            )
+        })?;
+    let out = dir.join(CUBIN);
+    std::fs::write(&out, cubin).with_context(|| format!("write {}", out.display()))
+}
+
+// ---------------------------------------------------------------------------
+// The host library.
+// ---------------------------------------------------------------------------
+
+/// `nvshmemx_uniqueid_t`: 128 bytes (the id rank 0 makes and shares).
+pub const UNIQUEID_BYTES: usize = 128;
+/// `NVSHMEMX_INIT_WITH_UNIQUEID`.
+pub const INIT_WITH_UNIQUEID: c_uint = 1 << 3;
+/// `nvshmemx_init_attr_t` is 144 bytes in 3.4.5 and 3.8.0.
+const ATTR_WORDS: usize = 18;
+
+/// `nvshmemx_init_attr_t`, as bytes, with the version fields that NVSHMEM's
+/// inline `nvshmemx_init_attr` would set (version 1 layouts: `attr` 144
+/// bytes, `args` 128 at offset 16, `uid_args` 24 at offset 24).
+fn init_attr() -> [u64; ATTR_WORDS] {
+    let mut attr = [0u64; ATTR_WORDS];
+    let mut put = |offset: usize, value: i32| {
+        let word = &mut attr[offset / 8];
+        let shift = (offset % 8) * 8;
+        *word = (*word & !(0xffff_ffffu64 << shift)) | ((value as u32 as u64) << shift);
+    };
+    put(0, (1 << 16) + 144);
+    put(16, (1 << 16) + 128);
+    put(24, (1 << 16) + 24);
+    attr
+}
+
+type GetUniqueId = unsafe extern "C" fn(*mut c_void) -> c_int;
+type SetUniqueIdArgs = unsafe extern "C" fn(c_int, c_int, *const c_void, *mut c_void) -> c_int;
+type InitAttr = unsafe extern "C" fn(c_uint, *mut c_void) -> c_int;
+type Malloc = unsafe extern "C" fn(usize) -> *mut c_void;
+type Free = unsafe extern "C" fn(*mut c_void);
+type ModuleCall = unsafe extern "C" fn(cu_sys::CUmodule) -> c_int;
+type Finalize = unsafe extern "C" fn();
+type PeQuery = unsafe extern "C" fn() -> c_int;
+
+/// `libnvshmem_host.so.3`, `dlopen`ed. Nothing initialised yet.
+pub struct Library {
+    pub path: PathBuf,
+    get_uniqueid: GetUniqueId,
+    set_uniqueid_args: SetUniqueIdArgs,
+    init_attr: InitAttr,
+    malloc: Malloc,
+    free: Free,
+    cumodule_init: ModuleCall,
+    cumodule_finalize: ModuleCall,
+    finalize: Finalize,
+    my_pe: PeQuery,
+    n_pes: PeQuery,
+    _library: libloading::Library,
+}
+
+impl Library {
+    pub fn load(found: &Found) -> Result<Self> {
+        let path = &found.host_library;
+        // NVSHMEM dlopens its unique-id bootstrap plugin by name; its RPATH
+        // ($ORIGIN) finds it beside the host library, and naming it here
+        // makes that independent of how the library was found.
+        let plugin = found.root.join("lib/nvshmem_bootstrap_uid.so.3");
+        if std::env::var_os("NVSHMEM_BOOTSTRAP_UID_PLUGIN").is_none() && plugin.is_file() {
+            std::env::set_var("NVSHMEM_BOOTSTRAP_UID_PLUGIN", &plugin);
+        }
+        // SAFETY: NVSHMEM's initialisers have no preconditions; the symbol
+        // types are nvshmemx_api.h's and nvshmem_api.h's.
+        unsafe {
+            let library = libloading::Library::new(path)
+                .with_context(|| format!("dlopen {}", path.display()))?;
+            macro_rules! get {
+                ($name:literal) => {
+                    *library
+                        .get(concat!($name, "\0").as_bytes())
+                        .with_context(|| format!("{} has no {}", path.display(), $name))?
+                };
+            }
+            Ok(Self {
+                path: path.clone(),
+                get_uniqueid: get!("nvshmemx_get_uniqueid"),
+                set_uniqueid_args: get!("nvshmemx_set_attr_uniqueid_args"),
+                init_attr: get!("nvshmemx_hostlib_init_attr"),
+                malloc: get!("nvshmem_malloc"),
+                free: get!("nvshmem_free"),
+                cumodule_init: get!("nvshmemx_cumodule_init"),
+                cumodule_finalize: get!("nvshmemx_cumodule_finalize"),
+                finalize: get!("nvshmemx_hostlib_finalize"),
+                my_pe: get!("nvshmem_my_pe"),
+                n_pes: get!("nvshmem_n_pes"),
+                _library: library,
+            })
+        }
+    }
+
+    /// `nvshmemx_get_uniqueid`: on rank 0, the id the others join with.
+    pub fn unique_id(&self) -> Result<[u8; UNIQUEID_BYTES]> {
+        let mut id = [0u64; UNIQUEID_BYTES / 8];
+        // SAFETY: writes the 128-byte id.
+        let status = unsafe { (self.get_uniqueid)(id.as_mut_ptr().cast()) };
+        ensure!(status == 0, "nvshmemx_get_uniqueid failed ({status})");
+        let mut bytes = [0u8; UNIQUEID_BYTES];
+        for (chunk, word) in bytes.chunks_exact_mut(8).zip(id) {
+            chunk.copy_from_slice(&word.to_ne_bytes());
+        }
+        Ok(bytes)
+    }
+
+    /// `nvshmemx_set_attr_uniqueid_args` then `nvshmemx_hostlib_init_attr(
+    /// NVSHMEMX_INIT_WITH_UNIQUEID)`: this process becomes PE `rank` of
+    /// `ranks`, on the CUDA device current in this thread. Collective.
+    pub fn init(
+        &self,
+        rank: usize,
+        ranks: usize,
+        id: &[u8; UNIQUEID_BYTES],
+    ) -> Result<Session<'_>> {
+        let mut words = [0u64; UNIQUEID_BYTES / 8];
+        for (word, chunk) in words.iter_mut().zip(id.chunks_exact(8)) {
+            *word = u64::from_ne_bytes(chunk.try_into().expect("8 bytes"));
+        }
+        let mut attr = init_attr();
+        // SAFETY: `words` and `attr` have the sizes NVSHMEM 3.x declares;
+        // NVSHMEM keeps the id pointer only until init returns.
+        unsafe {
+            let status = (self.set_uniqueid_args)(
+                rank as c_int,
+                ranks as c_int,
+                words.as_ptr().cast(),
+                attr.as_mut_ptr().cast(),
+            );
+            ensure!(
+                status == 0,
+                "nvshmemx_set_attr_uniqueid_args failed ({status})"
+            );
+            let status = (self.init_attr)(INIT_WITH_UNIQUEID, attr.as_mut_ptr().cast());
+            ensure!(status == 0, "nvshmemx_hostlib_init_attr failed ({status})");
+            let (me, n) = ((self.my_pe)(), (self.n_pes)());
+            let session = Session { library: self };
+            ensure!(
+                me as usize == rank && n as usize == ranks,
+                "NVSHMEM made this process PE {me} of {n}, not {rank} of {ranks}"
+            );
+            Ok(session)
+        }
+    }
+}
+
+/// An initialised NVSHMEM: `nvshmemx_hostlib_finalize` on release.
+pub struct Session<'a> {
+    library: &'a Library,
+}
+
+impl<'a> Session<'a> {
+    /// `nvshmem_malloc(bytes)`: collective; the same symmetric address on every PE.
+    pub fn malloc(&self, bytes: usize) -> Result<SymmetricBuffer<'a>> {
+        // SAFETY: NVSHMEM is initialised.
+        let ptr = unsafe { (self.library.malloc)(bytes) };
+        ensure!(
+            !ptr.is_null(),
+            "nvshmem_malloc({bytes}) returned NULL (the symmetric heap is NVSHMEM_SYMMETRIC_SIZE, 1 GiB by default)"
+        );
+        Ok(SymmetricBuffer {
+            library: self.library,
+            ptr,
+            bytes,
+        })
+    }
+
+    /// `nvshmemx_cumodule_init(module)`: fills the module's NVSHMEM device
+    /// state; without it the device calls read an uninitialised state.
+    ///
+    /// # Safety
+    /// `module` must be loaded in the current context and stay loaded until
+    /// the returned guard is dropped.
+    pub unsafe fn init_module(&self, module: cu_sys::CUmodule) -> Result<ModuleInit<'a>> {
+        // SAFETY: the caller's promise.
+        let status = unsafe { (self.library.cumodule_init)(module) };
+        ensure!(status == 0, "nvshmemx_cumodule_init failed ({status})");
+        Ok(ModuleInit {
+            library: self.library,
+            module,
+        })
+    }
+
+    /// `nvshmemx_hostlib_finalize`.
+    pub fn finalize(self) {
+        // SAFETY: initialised in `init`; nothing NVSHMEM is used after this.
+        unsafe { (self.library.finalize)() };
+        std::mem::forget(self);
+    }
+}
+
+impl Drop for Session<'_> {
+    fn drop(&mut self) {
+        // SAFETY: as in `finalize`.
+        unsafe { (self.library.finalize)() };
+    }
+}
+
+/// A buffer on the symmetric heap: `nvshmem_free` on release.
+pub struct SymmetricBuffer<'a> {
+    library: &'a Library,
+    ptr: *mut c_void,
+    bytes: usize,
+}
+
+impl SymmetricBuffer<'_> {
+    pub fn as_ptr(&self) -> *mut c_void {
+        self.ptr
+    }
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+    /// `nvshmem_free`: collective.
+    pub fn free(self) {
+        drop(self)
+    }
+}
+
+impl Drop for SymmetricBuffer<'_> {
+    fn drop(&mut self) {
+        // SAFETY: from nvshmem_malloc, not used after this.
+        unsafe { (self.library.free)(self.ptr) };
+    }
+}
+
+/// A module whose NVSHMEM state was initialised: `nvshmemx_cumodule_finalize`
+/// on release (before the module is unloaded).
+pub struct ModuleInit<'a> {
+    library: &'a Library,
+    module: cu_sys::CUmodule,
+}
+
+impl Drop for ModuleInit<'_> {
+    fn drop(&mut self) {
+        // SAFETY: initialised in `init_module`, the module still loaded.
+        let status = unsafe { (self.library.cumodule_finalize)(self.module) };
+        if status != 0 {
+            eprintln!("warning: cleanup: nvshmemx_cumodule_finalize failed ({status})");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn missing_nvshmem_names_where_it_looked_and_the_fix() {
+        let tmp = tempfile::tempdir().unwrap();
+        let search = Search {
+            nvshmem_home: Some(tmp.path().into()),
+            ..Search::default()
+        };
+        let err = find(&search).unwrap_err();
+        assert!(err.reason.contains("NVSHMEM not found"), "{err}");
+        assert!(
+            err.reason.contains(&tmp.path().display().to_string()),
+            "{err}"
+        );
+        assert!(err.fix.contains("pip install nvidia-nvshmem-cu13"), "{err}");
+        assert!(err.fix.contains("--backend nccl"), "{err}");
+    }
+
+    #[test]
+    fn the_wheel_in_the_active_venv_is_found() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp
+            .path()
+            .join("venv/lib/python3.12/site-packages/nvidia/nvshmem");
+        for file in [
+            "lib/libnvshmem_host.so.3",
+            "lib/libnvshmem_device.a",
+            "include/nvshmem.h",
+        ] {
+            let path = root.join(file);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, "").unwrap();
+        }
+        let search = Search {
+            virtual_env: Some(tmp.path().join("venv").into()),
+            ..Search::default()
+        };
+        let found = find(&search).unwrap();
+        assert_eq!(found.root, root);
+    }
+
+    #[test]
+    fn the_init_attr_carries_nvshmems_version_words() {
+        let attr = init_attr();
+        assert_eq!(attr[0] as u32, (1 << 16) + 144);
+        assert_eq!(attr[2] as u32, (1 << 16) + 128);
+        assert_eq!(attr[3] as u32, (1 << 16) + 24);
+        assert_eq!(size_of::<[u64; ATTR_WORDS]>(), 144);
+    }
+}

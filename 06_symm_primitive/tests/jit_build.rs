@@ -1,0 +1,113 @@
+//! The device library and the user kernels built on the CPU, with the real
+//! NVIDIA wheels (NVRTC and nvJitLink need no GPU):
+//!
+//! * the NCCL backend through the jit route: NVRTC against NCCL 2.32.3's
+//!   `nccl_device_wrapper.h`, nvJitLink with its `libnccl_device.ltoir`
+//!   (wheels from `DEVICE_BUILD_WHEELS`, filled by `.ci/jit-wheels DIR`);
+//! * the NVSHMEM backend: NVRTC against NVSHMEM's headers, nvJitLink with
+//!   `libnvshmem_device.a` (NVSHMEM from `NVSHMEM_HOME`, e.g. the unpacked
+//!   `nvidia-nvshmem-cu13` wheel's `nvidia/nvshmem`).
+//!
+//! Each test skips with a message when its pieces are missing, unless
+//! `DEVICE_BUILD_WHEELS_REQUIRED=1` (CI), when the NCCL one fails.
+
+use std::path::PathBuf;
+
+use common::NcclVersion;
+use device_build::route::{choose, Build, Plan};
+use device_build::{jit, CacheRoot, Env};
+use symm_primitive::{nvshmem, ALL_REDUCE_KERNEL, COMPUTE_KERNEL, EPILOGUE_KERNEL, FUSED_KERNEL};
+
+fn wheels() -> Option<PathBuf> {
+    let required = std::env::var_os("DEVICE_BUILD_WHEELS_REQUIRED").is_some_and(|v| v == "1");
+    let site = std::env::var_os("DEVICE_BUILD_WHEELS")
+        .map(PathBuf::from)
+        .filter(|d| d.join("nvidia/nccl/lib/libnccl_device.ltoir").is_file());
+    if site.is_none() {
+        assert!(
+            !required,
+            "DEVICE_BUILD_WHEELS holds no staged wheels, and DEVICE_BUILD_WHEELS_REQUIRED=1"
+        );
+        eprintln!("skipped: DEVICE_BUILD_WHEELS holds no staged wheels (stage them with .ci/jit-wheels DIR)");
+    }
+    site
+}
+
+fn assert_has_kernels(cubin: &[u8]) {
+    for kernel in [
+        FUSED_KERNEL,
+        COMPUTE_KERNEL,
+        EPILOGUE_KERNEL,
+        ALL_REDUCE_KERNEL,
+    ] {
+        let name = format!(".text.{kernel}\0");
+        assert!(
+            cubin.windows(name.len()).any(|w| w == name.as_bytes()),
+            "the cubin has no {kernel}"
+        );
+    }
+}
+
+#[test]
+fn the_nccl_backend_builds_through_the_jit_route() {
+    let Some(site) = wheels() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let cache = CacheRoot::Kept(tmp.path().join("cache"));
+    let env = Env {
+        nvcc: Some(tmp.path().join("no-nvcc").into()),
+        ..Env::default()
+    };
+    let started = std::time::Instant::now();
+    let chosen = choose(
+        Build::Auto,
+        &env,
+        "sm_90",
+        NcclVersion::new(2, 32, 3),
+        &site.join("nvidia/nccl/lib/libnccl.so.2"),
+        &symm_primitive::nccl_program(),
+    )
+    .unwrap();
+    let Plan::Jit(target) = &chosen.plan else {
+        panic!("auto took {}", chosen.plan.name())
+    };
+    let built = jit::build_or_reuse(target, &cache).unwrap();
+    assert!(built.compiled);
+    let cubin = std::fs::read(built.file(jit::CUBIN)).unwrap();
+    assert_has_kernels(&cubin);
+    eprintln!(
+        "NCCL backend, jit route: built in {:.2} s; cubin {} bytes",
+        started.elapsed().as_secs_f64(),
+        cubin.len()
+    );
+}
+
+#[test]
+fn the_nvshmem_backend_builds_with_libnvshmem_device() {
+    let Some(site) = wheels() else { return };
+    let search = nvshmem::Search::from_process();
+    if search.nvshmem_home.is_none() {
+        eprintln!("skipped: NVSHMEM_HOME is not set (unpack the nvidia-nvshmem-cu13 wheel and point it at nvidia/nvshmem)");
+        return;
+    }
+    let found = nvshmem::find(&search).unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let cache = CacheRoot::Kept(tmp.path().join("cache"));
+    // NVRTC, nvJitLink and the CUDA headers from the staged wheels.
+    let env = Env {
+        nvrtc: Some(site.join("nvidia/cu13/lib/libnvrtc.so.13").into()),
+        nvjitlink: Some(site.join("nvidia/cu13/lib/libnvJitLink.so.13").into()),
+        cuda_home: Some(site.join("nvidia/cu13").into()),
+        ..Env::default()
+    };
+    let target = nvshmem::Target::find(&env, "sm_90", found).unwrap();
+    let started = std::time::Instant::now();
+    let built = nvshmem::build_or_reuse(&target, &cache).unwrap();
+    assert!(built.compiled);
+    let cubin = std::fs::read(built.file(nvshmem::CUBIN)).unwrap();
+    assert_has_kernels(&cubin);
+    eprintln!(
+        "NVSHMEM backend: built in {:.2} s; cubin {} bytes",
+        started.elapsed().as_secs_f64(),
+        cubin.len()
+    );
+}

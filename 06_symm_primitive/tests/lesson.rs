@@ -1,0 +1,154 @@
+//! Lesson 06's tests. CPU tests run everywhere; the GPU tests are ignored by
+//! default: `cargo test -- --include-ignored` on a machine with GPUs, nvcc
+//! and the NCCL headers (or NCCL 2.32.3 and the jit wheels). In an MPI build
+//! the GPU tests launch the lesson with mpirun, and the NVSHMEM backend's
+//! tests run (they need `NVSHMEM_HOME` or the wheel in the active venv).
+
+use std::time::Duration;
+
+use testkit::{gpu_ranks, mpi_build, run_with_timeout};
+
+testkit::lesson_tests!("06_symm_primitive");
+
+fn bench() -> testkit::LessonUnderTest {
+    lesson().sibling("06_symm_bench", env!("CARGO_BIN_EXE_06_symm_bench"))
+}
+
+/// NVSHMEM hosts one PE per process: a thread-mode build refuses
+/// `--backend nvshmem` before any rank starts, on any machine, and names the
+/// MPI build.
+#[test]
+fn thread_mode_refuses_the_nvshmem_backend_and_names_the_mpi_build() {
+    if mpi_build() {
+        eprintln!("skipped: this is the MPI build, where --backend nvshmem is allowed");
+        return;
+    }
+    let mut cmd = std::process::Command::new(&lesson().binary);
+    cmd.args(["--backend", "nvshmem"]).env("NTHREADS", "2");
+    let out = run_with_timeout(&mut cmd, Duration::from_secs(60));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("needs one process per GPU"), "{stderr}");
+    assert!(stderr.contains("--features mpi"), "{stderr}");
+    assert!(stderr.contains("mpirun -np 2"), "{stderr}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(!stdout.contains("Starting"), "a rank started: {stdout}");
+}
+
+/// In the MPI build, a missing NVSHMEM is named (where it was looked for,
+/// and the pip package) before any rank starts, on any machine.
+#[test]
+fn missing_nvshmem_exits_2_with_the_fix() {
+    if !mpi_build() {
+        eprintln!("skipped: the thread-mode build refuses --backend nvshmem before looking for it");
+        return;
+    }
+    let empty = tempfile::tempdir().unwrap();
+    let mut cmd = std::process::Command::new(&lesson().binary);
+    cmd.args(["--backend", "nvshmem"])
+        .env("NVSHMEM_HOME", empty.path());
+    let out = run_with_timeout(&mut cmd, Duration::from_secs(60));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("NVSHMEM not found"), "{stderr}");
+    assert!(
+        stderr.contains(&empty.path().display().to_string()),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("pip install nvidia-nvshmem-cu13"),
+        "{stderr}"
+    );
+}
+
+/// An NCCL without the device API (here a stand-in 2.27.7 named by
+/// NCCL_HOME) is refused with exit code 2, naming the device API and 2.28.
+#[test]
+fn nccl_without_the_device_api_exits_2() {
+    let root = tempfile::tempdir().unwrap();
+    let lib = root.path().join("home/lib");
+    std::fs::create_dir_all(&lib).unwrap();
+    std::fs::create_dir_all(root.path().join("tmp")).unwrap();
+    let chosen = testkit::build_fake_nccl(&lib, "libnccl.so.2", 22707);
+    let out = run_with_timeout(
+        lesson()
+            .command(1)
+            .env("NCCL_HOME", root.path().join("home"))
+            .env("TMPDIR", root.path().join("tmp")),
+        Duration::from_secs(60),
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    let chosen = chosen.canonicalize().unwrap();
+    assert!(
+        stderr.contains(&format!("NCCL 2.27.7 ({}) is too old", chosen.display())),
+        "{stderr}"
+    );
+    assert!(stderr.contains("the device API"), "{stderr}");
+}
+
+#[test]
+#[ignore = "needs 2 GPUs"]
+fn bfloat16_verifies() {
+    let (stdout, stderr) = lesson().run_to_success(gpu_ranks(), &["--dtype", "bf16"]);
+    assert!(
+        stdout.contains("Layer tail verified on every rank: PASSED"),
+        "{stdout}"
+    );
+    assert!(stderr.contains("note: backend: nccl"), "{stderr}");
+}
+
+/// The NVSHMEM backend, both dtypes, under mpirun (MPI build only).
+#[test]
+#[ignore = "needs 2 GPUs, the MPI build and NVSHMEM"]
+fn the_nvshmem_backend_verifies() {
+    if !mpi_build() {
+        eprintln!("skipped: NVSHMEM runs in the MPI build only");
+        return;
+    }
+    for dtype in ["f32", "bf16"] {
+        let (stdout, stderr) =
+            lesson().run_to_success(gpu_ranks(), &["--backend", "nvshmem", "--dtype", dtype]);
+        assert!(
+            stdout.contains("Layer tail verified on every rank: PASSED"),
+            "{stdout}"
+        );
+        assert!(stderr.contains("note: backend: nvshmem"), "{stderr}");
+    }
+}
+
+/// Every bad input gets its documented return code from the device, the
+/// same code the host-side checks (`codes::check`) give.
+#[test]
+#[ignore = "needs 1 GPU"]
+fn bad_input_gets_the_documented_code_on_the_device() {
+    let (stdout, _) = bench().run_to_success(gpu_ranks(), &["--bad-input"]);
+    assert!(stdout.contains("bad input: 11 of 11 cases"), "{stdout}");
+}
+
+#[test]
+#[ignore = "needs 2 GPUs"]
+fn benchmark_runs_and_finds_no_wrong_element() {
+    let args = [
+        "-b", "8", "-e", "4M", "-f", "8", "-n", "5", "-w", "2", "--trials", "2",
+    ];
+    // run_to_success: a wrong element would exit 1.
+    let (stdout, _) = bench().run_to_success(gpu_ranks(), &args);
+    for series in [
+        "fused-nccl",
+        "unfused05-nccl",
+        "unfused-nccl-nccl",
+        "symm",
+        "fast05",
+    ] {
+        assert!(stdout.contains(series), "{series} missing:\n{stdout}");
+    }
+}
+
+#[test]
+#[ignore = "needs 2 GPUs"]
+fn stress_finds_no_wrong_element_in_the_fused_kernel() {
+    let args = ["--stress", "2000", "-b", "4K", "-e", "4M", "-f", "32"];
+    let (stdout, _) = bench().run_to_success(gpu_ranks(), &args);
+    assert!(stdout.contains("# wrong elements in all: 0"), "{stdout}");
+}
