@@ -48,7 +48,7 @@ use common::setup;
 use common::{CannotRun, Lesson, NcclVersion, Needs, RankContext};
 use cudarc::driver::{sys as cu_sys, CudaContext};
 use device_build::route::Build;
-use device_build::shim::{DevComm, Shim};
+use device_build::shim::{check_lsa_team, DevComm, Shim};
 use device_build::Env;
 use device_lsa::launch::Module;
 use symm_primitive::context::{
@@ -298,6 +298,10 @@ fn symm_primitive_lesson(ctx: &RankContext, args: &Args) -> Result<()> {
             // the other ranks (see the calling convention in symm_comm.cuh).
             let dev_comm =
                 DevComm::create(shim, comm, 1, None).context("Step 3: ncclDevCommCreate")?;
+            // NOTE: symm_all_reduce reaches its peers by loads and stores: the
+            // LSA team must hold every rank, or the sum would stop at the node
+            // (across nodes the device API needs its GIN half): exit 2 then.
+            ctx.all_ok(check_lsa_team(dev_comm.lsa_size(), ctx.size()).map_err(Into::into))?;
             // SAFETY: the shim's buffer holds dev_comm_size() bytes.
             let host_bytes = unsafe {
                 std::slice::from_raw_parts(

@@ -49,7 +49,7 @@ use common::setup;
 use common::{CannotRun, Lesson, NcclVersion, Needs, RankContext};
 use cudarc::driver::{result as cu, sys as cu_sys, CudaContext, CudaStream};
 use device_build::route::Build;
-use device_build::shim::DevComm;
+use device_build::shim::{check_lsa_team, DevComm};
 use device_build::Env;
 use device_lsa::fast::{self, FastKernels, FastOptions};
 use device_lsa::launch::{AllReduceArgs, Module};
@@ -407,6 +407,8 @@ fn bench(ctx: &RankContext, args: &Args) -> Result<()> {
             let (barriers, staging) = fast::requirements(&options, size, 16);
             let staging = fast_kernels.oneshot.map(|_| staging);
             let dev_comm = DevComm::create(&shim, &comm, barriers, staging)?;
+            // Across nodes the LSA team is one node: exit 2, not a wrong sum.
+            ctx.all_ok(check_lsa_team(dev_comm.lsa_size(), size).map_err(Into::into))?;
             // SAFETY: the shim's buffer holds dev_comm_size() bytes.
             let dev_comm_bytes = unsafe {
                 std::slice::from_raw_parts(
