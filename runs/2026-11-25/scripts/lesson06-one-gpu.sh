@@ -28,6 +28,8 @@
 #     test fails until the README has a transcript block: it is owed).
 set -u
 CALL=${CALL:-lesson06-1gpu}
+# LIMIT_PERCENT scales every step's time limit, so that the call fits 10 minutes.
+scale() { echo $(( $1 * ${LIMIT_PERCENT:-100} / 100 )); }
 . runs/2026-11-25/scripts/gpu-run-lib.sh
 export XDG_CACHE_HOME=/tmp/l06-cache
 NV=/opt/torch/.venv/lib/python3.12/site-packages/nvidia/nvshmem
@@ -40,38 +42,38 @@ MPI="mpirun -np 1 -x NCCL_HOME -x NVSHMEM_HOME -x NVSHMEM_DISABLE_NVLS -x XDG_CA
 { ls -l $NV/lib $NV/include | head -20; ls -l $J/lib /tmp/jit/site/nvidia/cu13/lib 2>&1; } > "$L/recon-06.log" 2>&1
 
 # The lesson, NCCL backend.
-run 06-2.28.9-nvcc-f32 300 $H9 NTHREADS=1 $B/06_symm_primitive --build nvcc
-run 06-2.28.9-nvcc-f32-cached 120 $H9 NTHREADS=1 $B/06_symm_primitive --build nvcc
-run 06-2.28.9-nvcc-bf16 300 $H9 NTHREADS=1 $B/06_symm_primitive --build nvcc --dtype bf16
-run 06-2.28.9-nvcc-mpi 300 $H9 $MPI $M/06_symm_primitive --build nvcc
-run 06-2.32.3-jit-f32 300 $H32 NTHREADS=1 $B/06_symm_primitive --build jit
-run 06-2.32.3-jit-bf16 300 $H32 NTHREADS=1 $B/06_symm_primitive --build jit --dtype bf16
-run 06-2.32.3-jit-mpi 300 $H32 $MPI $M/06_symm_primitive --build jit
-run 06-2.32.3-nvcc-f32 300 $H32 NTHREADS=1 $B/06_symm_primitive --build nvcc
-run 06-2.28.3-expect-2 120 env NTHREADS=1 $B/06_symm_primitive --build nvcc
+run 06-2.28.9-nvcc-f32 $(scale 300) $H9 NTHREADS=1 $B/06_symm_primitive --build nvcc
+run 06-2.28.9-nvcc-f32-cached $(scale 120) $H9 NTHREADS=1 $B/06_symm_primitive --build nvcc
+run 06-2.28.9-nvcc-bf16 $(scale 300) $H9 NTHREADS=1 $B/06_symm_primitive --build nvcc --dtype bf16
+run 06-2.28.9-nvcc-mpi $(scale 300) $H9 $MPI $M/06_symm_primitive --build nvcc
+run 06-2.32.3-jit-f32 $(scale 300) $H32 NTHREADS=1 $B/06_symm_primitive --build jit
+run 06-2.32.3-jit-bf16 $(scale 300) $H32 NTHREADS=1 $B/06_symm_primitive --build jit --dtype bf16
+run 06-2.32.3-jit-mpi $(scale 300) $H32 $MPI $M/06_symm_primitive --build jit
+run 06-2.32.3-nvcc-f32 $(scale 300) $H32 NTHREADS=1 $B/06_symm_primitive --build nvcc
+run 06-2.28.3-expect-2 $(scale 120) env NTHREADS=1 $B/06_symm_primitive --build nvcc
 # The lesson, NVSHMEM backend.
-run 06-nvshmem-f32 300 $HN $MPI $M/06_symm_primitive --backend nvshmem
-run 06-nvshmem-bf16 300 $HN $MPI $M/06_symm_primitive --backend nvshmem --dtype bf16
-run 06-nvshmem-threads-expect-2 60 $HN NTHREADS=1 $B/06_symm_primitive --backend nvshmem
+run 06-nvshmem-f32 $(scale 300) $HN $MPI $M/06_symm_primitive --backend nvshmem
+run 06-nvshmem-bf16 $(scale 300) $HN $MPI $M/06_symm_primitive --backend nvshmem --dtype bf16
+run 06-nvshmem-threads-expect-2 $(scale 60) $HN NTHREADS=1 $B/06_symm_primitive --backend nvshmem
 # Bad input, from the device.
-run 06-bad-input 300 $H9 NTHREADS=1 $B/06_symm_bench --build nvcc --bad-input
+run 06-bad-input $(scale 300) $H9 NTHREADS=1 $B/06_symm_bench --build nvcc --bad-input
 # The benchmark at one rank.
-run 06-bench-2.28.9-f32 600 $H9 NTHREADS=1 $B/06_symm_bench --build nvcc -b 8 -e 512M -f 4 \
+run 06-bench-2.28.9-f32 $(scale 600) $H9 NTHREADS=1 $B/06_symm_bench --build nvcc -b 8 -e 512M -f 4 \
   --json $L/06-bench-2.28.9-f32.json --svg $L/06-bench-2.28.9-f32.svg
-run 06-bench-2.28.9-bf16 600 $H9 NTHREADS=1 $B/06_symm_bench --build nvcc --dtype bf16 \
+run 06-bench-2.28.9-bf16 $(scale 600) $H9 NTHREADS=1 $B/06_symm_bench --build nvcc --dtype bf16 \
   --contenders fused,unfused-nccl,symm-layer -b 8 -e 512M -f 4 --json $L/06-bench-2.28.9-bf16.json
-run 06-bench-2.32.3-jit 600 $H32 NTHREADS=1 $B/06_symm_bench --build jit -b 8 -e 512M -f 4 \
+run 06-bench-2.32.3-jit $(scale 600) $H32 NTHREADS=1 $B/06_symm_bench --build jit -b 8 -e 512M -f 4 \
   --json $L/06-bench-2.32.3-jit.json
-run 06-bench-nvshmem 600 $HN $MPI $M/06_symm_bench --backend nvshmem --contenders fused,symm-layer \
+run 06-bench-nvshmem $(scale 600) $HN $MPI $M/06_symm_bench --backend nvshmem --contenders fused,symm-layer \
   -b 8 -e 512M -f 4 --json $L/06-bench-nvshmem.json
 # Stress: 2000 back-to-back fused layer tails per size, ranks skewed.
-run 06-stress-nccl 600 $H9 NTHREADS=1 $B/06_symm_bench --build nvcc --stress 2000 -b 4K -e 4M -f 32
-run 06-stress-nvshmem 600 $HN $MPI $M/06_symm_bench --backend nvshmem --contenders fused --stress 2000 -b 4K -e 4M -f 32
+run 06-stress-nccl $(scale 600) $H9 NTHREADS=1 $B/06_symm_bench --build nvcc --stress 2000 -b 4K -e 4M -f 32
+run 06-stress-nvshmem $(scale 600) $HN $MPI $M/06_symm_bench --backend nvshmem --contenders fused --stress 2000 -b 4K -e 4M -f 32
 # compute-sanitizer on the fused kernel (NCCL backend).
-run 06-memcheck 600 $H9 NTHREADS=1 compute-sanitizer --tool memcheck $B/06_symm_primitive --build nvcc
-run 06-memcheck-bf16 600 $H9 NTHREADS=1 compute-sanitizer --tool memcheck $B/06_symm_primitive --build nvcc --dtype bf16
+run 06-memcheck $(scale 600) $H9 NTHREADS=1 compute-sanitizer --tool memcheck $B/06_symm_primitive --build nvcc
+run 06-memcheck-bf16 $(scale 600) $H9 NTHREADS=1 compute-sanitizer --tool memcheck $B/06_symm_primitive --build nvcc --dtype bf16
 # Registers, stack and spills of every cubin this call built.
-run 06-resources 60 bash -c "find $XDG_CACHE_HOME -name '*.cubin' | while read c; do echo \"== \$c\"; cuobjdump -res-usage \"\$c\" | grep -A1 -E 'tp_|symm_'; done"
+run 06-resources $(scale 60) bash -c "find $XDG_CACHE_HOME -name '*.cubin' | while read c; do echo \"== \$c\"; cuobjdump -res-usage \"\$c\" | grep -A1 -E 'tp_|symm_'; done"
 # Lesson 06's tests from both archives at one rank.
 run 06-suite-threads ${SUITE_LIMIT:-400} env GPU_TEST_RANKS=1 $H9 .gpu/run-tests -E 'package(symm_primitive)'
 run 06-suite-mpi ${SUITE_LIMIT:-400} env GPU_TEST_RANKS=1 $HN .gpu/run-tests-mpi -E 'package(symm_primitive)'
