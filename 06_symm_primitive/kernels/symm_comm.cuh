@@ -153,13 +153,19 @@ struct NvshmemSymmContext {
 
 // The host writes these layouts from Rust (src/context.rs checks the same numbers).
 static_assert(sizeof(SymmContext) == 12, "SymmContext layout");
+// Field offsets, as the Rust side lays the contexts out (context.rs tests
+// the same numbers). NVRTC 13.0 rejects __builtin_offsetof in a constant
+// expression ("type name is not allowed", on the GPU machine, call 17), so
+// only nvcc checks them here; the sizes are checked by every compiler.
+#if !defined(__CUDACC_RTC__)
 static_assert(__builtin_offsetof(NcclSymmContext, buffer_window) == 16, "NcclSymmContext layout");
 static_assert(__builtin_offsetof(NcclSymmContext, dev_comm) == 32, "NcclSymmContext layout");
 static_assert(__builtin_offsetof(NcclSymmContext, buffer_size) == 48, "NcclSymmContext layout");
 static_assert(__builtin_offsetof(NcclSymmContext, grid_sync) == 64, "NcclSymmContext layout");
-static_assert(sizeof(NcclSymmContext) == 72, "NcclSymmContext layout");
 static_assert(__builtin_offsetof(NvshmemSymmContext, local_buffer) == 16, "NvshmemSymmContext layout");
 static_assert(__builtin_offsetof(NvshmemSymmContext, offset) == 40, "NvshmemSymmContext layout");
+#endif
+static_assert(sizeof(NcclSymmContext) == 72, "NcclSymmContext layout");
 static_assert(sizeof(NvshmemSymmContext) == 56, "NvshmemSymmContext layout");
 
 // ---------------------------------------------------------------------------

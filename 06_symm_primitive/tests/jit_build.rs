@@ -53,8 +53,11 @@ fn the_nccl_backend_builds_through_the_jit_route() {
     let Some(site) = wheels() else { return };
     let tmp = tempfile::tempdir().unwrap();
     let cache = CacheRoot::Kept(tmp.path().join("cache"));
+    // NVRTC from the wheels, or the one `NVRTC` names (the GPU machine's
+    // NVRTC 13.0 rejected what 13.5 took: call 17).
     let env = Env {
         nvcc: Some(tmp.path().join("no-nvcc").into()),
+        nvrtc: std::env::var_os("NVRTC"),
         ..Env::default()
     };
     let started = std::time::Instant::now();

@@ -730,9 +730,18 @@ pub fn compile_error(
             include.display(),
             log.join("\n")
         ),
-        format!(
-            "NCCL {nccl}'s device headers do not compile under NVRTC (2.32.3's do): use {USE_NVCC}, or NCCL 2.32.3"
-        ),
+        if nccl == NcclVersion::new(2, 32, 3) {
+            // 2.32.3's headers compile under NVRTC 13.0 and 13.5 (call 15):
+            // what failed is the program's own code under this NVRTC.
+            format!(
+                "the kernels' sources do not compile under this NVRTC (NCCL {nccl}'s headers do): \
+                 pip install -U nvidia-cuda-nvrtc, or {USE_NVCC}"
+            )
+        } else {
+            format!(
+                "NCCL {nccl}'s device headers do not compile under NVRTC (2.32.3's do): use {USE_NVCC}, or NCCL 2.32.3"
+            )
+        },
     )
 }
 
