@@ -71,6 +71,19 @@ pub struct DeviceBytes {
     len: usize,
 }
 
+/// Waits until every write the driver has taken is in device memory.
+///
+/// NOTE: `cuMemsetD8` and `cuMemcpyHtoD` from pageable memory return before
+/// their device writes are done, and they run on the legacy default stream,
+/// which the lessons' streams (cudarc makes them non-blocking) do not wait
+/// for. A kernel launched next on such a stream could run before, or under,
+/// the write: call 17 saw poisoned outputs left over the fused kernel's from
+/// 32 MiB up, where the memset took longer than the launch. So every write
+/// here ends with `cuCtxSynchronize`.
+pub fn settled() -> Result<()> {
+    cu::ctx::synchronize().context("cuCtxSynchronize (let the writes land)")
+}
+
 impl DeviceBytes {
     /// `len` bytes of device memory, zeroed.
     pub fn zeroed(len: usize) -> Result<Self> {
@@ -79,6 +92,7 @@ impl DeviceBytes {
         let bytes = Self { ptr, len };
         // SAFETY: `ptr` holds `len` bytes.
         unsafe { cu::memset_d8_sync(ptr, 0, len) }.context("cuMemsetD8")?;
+        settled()?;
         Ok(bytes)
     }
 
@@ -87,6 +101,7 @@ impl DeviceBytes {
         let bytes = Self::zeroed(std::mem::size_of_val(data))?;
         // SAFETY: the allocation holds exactly size_of_val(data) bytes.
         unsafe { cu::memcpy_htod_sync(bytes.ptr, data) }.context("cuMemcpyHtoD")?;
+        settled()?;
         Ok(bytes)
     }
 
@@ -104,7 +119,8 @@ impl DeviceBytes {
             "write past the end"
         );
         // SAFETY: bounds checked above.
-        unsafe { cu::memcpy_htod_sync(self.ptr, data) }.context("cuMemcpyHtoD")
+        unsafe { cu::memcpy_htod_sync(self.ptr, data) }.context("cuMemcpyHtoD")?;
+        settled()
     }
 
     /// Copies the device bytes at `offset` into `out`.
@@ -118,7 +134,8 @@ impl DeviceBytes {
     pub fn write_at(&self, offset: usize, data: &[u8]) -> Result<()> {
         anyhow::ensure!(offset + data.len() <= self.len, "write past the end");
         // SAFETY: bounds checked above.
-        unsafe { cu::memcpy_htod_sync(self.ptr + offset as u64, data) }.context("cuMemcpyHtoD")
+        unsafe { cu::memcpy_htod_sync(self.ptr + offset as u64, data) }.context("cuMemcpyHtoD")?;
+        settled()
     }
 
     /// The device address.

@@ -566,7 +566,9 @@ fn run_layer(
             // SAFETY: `out` holds `capacity` bytes; 0xff bytes are NaN in both dtypes.
             unsafe { cu::memset_d8_sync(out.address(), 0xff, regions * bytes) }
                 .context("poison the outputs")?;
-            Ok(())
+            // The poison runs on the legacy default stream: it must land
+            // before the layer's kernels start on this one (see settled()).
+            symm_primitive::context::settled()
         };
         let check_layer = |regions: usize, what: &str| -> Result<u64> {
             let mut wrong = 0;
