@@ -434,11 +434,7 @@ pub fn publish_stress(
     stress: &StressArgs,
     series: &[StressSeries],
 ) -> Result<()> {
-    let wrong: u64 = series
-        .iter()
-        .flat_map(|s| &s.rows)
-        .map(|r| r.out_of_place_wrong + r.in_place_wrong)
-        .sum();
+    let wrong = stress_wrong(series);
     if ctx.is_root() {
         print!("{}", stress_table(ctx.size(), stress, series));
     }
@@ -470,13 +466,18 @@ pub fn stress_table(ranks: usize, stress: &StressArgs, series: &[StressSeries]) 
             );
         }
     }
-    let wrong: u64 = series
+    let wrong = stress_wrong(series);
+    table += &format!("# wrong elements in all: {wrong}\n");
+    table
+}
+
+/// Wrong elements in every row of every series, both placements.
+fn stress_wrong(series: &[StressSeries]) -> u64 {
+    series
         .iter()
         .flat_map(|s| &s.rows)
         .map(|r| r.out_of_place_wrong + r.in_place_wrong)
-        .sum();
-    table += &format!("# wrong elements in all: {wrong}\n");
-    table
+        .sum()
 }
 
 /// `ncclAllReduce` of `count` floats (sum) from `input` to `output`, on
