@@ -122,9 +122,10 @@ pub fn candidates(env: &Env) -> Vec<Candidate> {
     found
 }
 
-/// `<prefix>/lib/python3*/{site,dist}-packages/nvidia/nccl/lib/libnccl.so.2`,
-/// newest Python first.
-fn wheel_libraries(prefix: &Path) -> Vec<PathBuf> {
+/// The `lib/python3*` directories of a Python installation or environment at
+/// `prefix`, in name order: where its `site-packages` (or Debian's
+/// `dist-packages`) live, found without running Python.
+pub fn python_lib_dirs(prefix: &Path) -> Vec<PathBuf> {
     let Ok(entries) = std::fs::read_dir(prefix.join("lib")) else {
         return Vec::new();
     };
@@ -134,9 +135,15 @@ fn wheel_libraries(prefix: &Path) -> Vec<PathBuf> {
         .map(|e| e.path())
         .collect();
     pythons.sort();
-    pythons.reverse();
     pythons
+}
+
+/// `<prefix>/lib/python3*/{site,dist}-packages/nvidia/nccl/lib/libnccl.so.2`,
+/// newest Python first.
+fn wheel_libraries(prefix: &Path) -> Vec<PathBuf> {
+    python_lib_dirs(prefix)
         .iter()
+        .rev()
         .flat_map(|python| {
             ["site-packages", "dist-packages"]
                 .map(|packages| python.join(packages).join("nvidia/nccl/lib/libnccl.so.2"))

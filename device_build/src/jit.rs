@@ -57,18 +57,12 @@ pub fn site_packages(env: &Env, nccl_library: &Path) -> Vec<PathBuf> {
         }
     }
     for prefix in [&env.virtual_env, &env.conda_prefix].into_iter().flatten() {
-        let lib = Path::new(prefix).join("lib");
-        let Ok(entries) = std::fs::read_dir(&lib) else {
-            continue;
-        };
-        let mut found: Vec<PathBuf> = entries
-            .flatten()
-            .filter(|e| e.file_name().to_string_lossy().starts_with("python3"))
-            .map(|e| e.path().join("site-packages"))
-            .filter(|p| p.is_dir())
-            .collect();
-        found.sort();
-        sites.extend(found);
+        sites.extend(
+            common::nccl_path::python_lib_dirs(Path::new(prefix))
+                .into_iter()
+                .map(|python| python.join("site-packages"))
+                .filter(|p| p.is_dir()),
+        );
     }
     let mut seen = std::collections::HashSet::new();
     sites.retain(|s| seen.insert(s.clone()));
