@@ -200,12 +200,9 @@ pub fn build(plan: &Plan, cache: &CacheRoot) -> Result<Built> {
     })
 }
 
-/// [`build`], and with `--build auto` a fall-back: a jit build that fails
-/// for want of a tool able to do it (an nvJitLink too old for NCCL's device
-/// library, say) is retried through nvcc where nvcc is found, and `chosen`
-/// then names the route taken and why. Whether nvJitLink reads NCCL's LTO-IR
-/// is only known by linking it, and auto promises a route that works. Not
-/// when `with_prims`: NCCL's primitives exist on the jit route alone.
+/// [`build`], falling back to nvcc under `--build auto` when the jit build
+/// fails for want of a tool ([`route::build_or_fall_back`]). Not when
+/// `with_prims`: NCCL's primitives exist on the jit route alone.
 pub fn build_chosen(
     requested: Build,
     chosen: &mut Chosen,
@@ -213,23 +210,15 @@ pub fn build_chosen(
     (major, minor): (i32, i32),
     with_prims: bool,
 ) -> Result<Built> {
-    let jit_error = match (build(&chosen.plan, cache), requested, &chosen.plan) {
-        (Err(e), Build::Auto, Plan::Jit(_))
-            if !with_prims && e.downcast_ref::<CannotRun>().is_some() =>
-        {
-            e
-        }
-        (result, _, _) => return result,
-    };
-    let nvcc = choose_route(Build::Nvcc, major, minor, with_prims)
-        .map_err(|nvcc_error| anyhow::Error::from(route::neither(&jit_error, &nvcc_error)))?;
-    chosen.why = format!(
-        "auto: the jit build failed ({}); {}",
-        route::reason(&jit_error),
-        nvcc.why
-    );
-    chosen.plan = nvcc.plan;
-    build(&chosen.plan, cache)
+    if with_prims {
+        return build(&chosen.plan, cache);
+    }
+    route::build_or_fall_back(
+        requested,
+        chosen,
+        |plan| build(plan, cache),
+        || choose_route(Build::Nvcc, major, minor, with_prims),
+    )
 }
 
 /// The NCCL headers a plan builds against.

@@ -47,7 +47,7 @@ use common::nccl::{Communicator, NcclBuffer, Window};
 use common::setup;
 use common::{CannotRun, Lesson, NcclVersion, Needs, RankContext};
 use cudarc::driver::{sys as cu_sys, CudaContext};
-use device_build::route::Build;
+use device_build::route::{self, Build};
 use device_build::shim::{check_lsa_team, DevComm, Shim};
 use device_build::Env;
 use device_lsa::launch::Module;
@@ -186,11 +186,16 @@ fn symm_primitive_lesson(ctx: &RankContext, args: &Args) -> Result<()> {
     let build = || -> Result<(std::path::PathBuf, &'static str, Option<Shim>, f64, bool)> {
         match args.backend {
             Backend::Nccl => {
-                let chosen = symm_primitive::choose_route(args.build, major, minor)?;
+                let mut chosen = symm_primitive::choose_route(args.build, major, minor)?;
+                let built = route::build_or_fall_back(
+                    args.build,
+                    &mut chosen,
+                    |plan| symm_primitive::build_nccl(plan, &cache),
+                    || symm_primitive::choose_route(Build::Nvcc, major, minor),
+                )?;
                 if ctx.is_root() {
                     eprintln!("note: build route: {} ({})", chosen.plan.name(), chosen.why);
                 }
-                let built = symm_primitive::build_nccl(&chosen.plan, &cache)?;
                 let shim = built.dev_comm_maker()?;
                 Ok((
                     built.cubin.clone(),

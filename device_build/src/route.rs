@@ -225,6 +225,32 @@ pub fn choose(
     }
 }
 
+/// Builds `chosen` with `build`. With `--build auto`, a jit build that fails
+/// for want of a tool able to do it (an nvJitLink too old for NCCL's device
+/// library, say: only linking tells, and `choose` cannot) is retried through
+/// nvcc where `choose_nvcc` finds it, and `chosen` then names that route and
+/// why: auto promises a route that works. With neither, both fixes.
+pub fn build_or_fall_back<B>(
+    requested: Build,
+    chosen: &mut Chosen,
+    mut build: impl FnMut(&Plan) -> Result<B>,
+    choose_nvcc: impl FnOnce() -> Result<Chosen>,
+) -> Result<B> {
+    let jit_error = match (build(&chosen.plan), requested, &chosen.plan) {
+        (Err(e), Build::Auto, Plan::Jit(_)) if e.downcast_ref::<CannotRun>().is_some() => e,
+        (result, _, _) => return result,
+    };
+    let nvcc = choose_nvcc()
+        .map_err(|nvcc_error| anyhow::Error::from(neither(&jit_error, &nvcc_error)))?;
+    chosen.why = format!(
+        "auto: the jit build failed ({}); {}",
+        reason(&jit_error),
+        nvcc.why
+    );
+    chosen.plan = nvcc.plan;
+    build(&chosen.plan)
+}
+
 /// The reason of a route's error, without its fix.
 pub fn reason(error: &anyhow::Error) -> String {
     match error.downcast_ref::<CannotRun>() {

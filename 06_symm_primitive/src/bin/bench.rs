@@ -48,7 +48,7 @@ use common::nccl::{nccl_stream, sys, NcclCheck};
 use common::setup;
 use common::{CannotRun, Lesson, NcclVersion, Needs, RankContext};
 use cudarc::driver::{result as cu, sys as cu_sys, CudaContext, CudaStream};
-use device_build::route::Build;
+use device_build::route::{self, Build};
 use device_build::shim::{check_lsa_team, DevComm};
 use device_build::Env;
 use device_lsa::fast::{self, FastKernels, FastOptions};
@@ -359,21 +359,29 @@ fn bench(ctx: &RankContext, args: &Args) -> Result<()> {
         }
         Backend::Nccl => {
             // This lesson's module, and lesson 05's fast kernels for the baselines.
-            let chosen = ctx.all_ok(
+            let mut chosen = ctx.all_ok(
                 symm_primitive::choose_route(args.build, major, minor).context("choose the route"),
             )?;
-            let chosen05 = ctx.all_ok(
+            let mut chosen05 = ctx.all_ok(
                 device_lsa::choose_route(args.build, major, minor, false)
                     .context("choose lesson 05's route"),
             )?;
-            if ctx.is_root() {
-                eprintln!("note: build route: {} ({})", chosen.plan.name(), chosen.why);
-            }
             let cache05 = Env::from_process().cache_root(device_lsa::CACHE_NAME);
-            let build_all = || -> Result<(symm_primitive::NcclBuilt, device_lsa::Built)> {
+            let mut build_all = || -> Result<(symm_primitive::NcclBuilt, device_lsa::Built)> {
                 Ok((
-                    symm_primitive::build_nccl(&chosen.plan, &cache)?,
-                    device_lsa::build(&chosen05.plan, &cache05)?,
+                    route::build_or_fall_back(
+                        args.build,
+                        &mut chosen,
+                        |plan| symm_primitive::build_nccl(plan, &cache),
+                        || symm_primitive::choose_route(Build::Nvcc, major, minor),
+                    )?,
+                    device_lsa::build_chosen(
+                        args.build,
+                        &mut chosen05,
+                        &cache05,
+                        (major, minor),
+                        false,
+                    )?,
                 ))
             };
             let first = if ctx.is_root() {
@@ -385,6 +393,9 @@ fn bench(ctx: &RankContext, args: &Args) -> Result<()> {
                 Some(b) => b,
                 None => build_all()?,
             };
+            if ctx.is_root() {
+                eprintln!("note: build route: {} ({})", chosen.plan.name(), chosen.why);
+            }
             let module = Module::load(&built.cubin)?;
             let kernels = kernels(&module)?;
             let fast_module = Module::load(built05.fast_cubin())?;
