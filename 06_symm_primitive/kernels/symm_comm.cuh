@@ -9,7 +9,10 @@
 //                      nccl_device.h (nvcc, NCCL 2.28+), or, when the jit
 //                      route defines __NCCL_DEVICE_LTOIR_LIB__, on the C API of
 //                      nccl_device_wrapper.h (NVRTC + nvJitLink with NCCL
-//                      2.32.3's libnccl_device.ltoir).
+//                      2.32.3's libnccl_device.ltoir). clang's bitcode build
+//                      for Triton (triton/build-bitcode) defines
+//                      __clang_llvm_bitcode_lib__ and takes the same C API,
+//                      which 2.32.3's libnccl_device.bc defines.
 //   SYMM_WITH_NVSHMEM  the NVSHMEM backend (nvshmem_ptr loads and stores and
 //                      nvshmemx_barrier_all_block), linked with
 //                      libnvshmem_device.a.
@@ -85,9 +88,15 @@
 // 16-byte vectors each thread keeps in flight per peer.
 #define SYMM_UNROLL 4
 
+// The C API of nccl_device_wrapper.h, whose functions NCCL's device
+// libraries define: the jit route (.ltoir) and the Triton build (.bc).
+#if defined(__NCCL_DEVICE_LTOIR_LIB__) || defined(__clang_llvm_bitcode_lib__)
+#define SYMM_NCCL_C_API 1
+#endif
+
 #if defined(SYMM_WITH_NCCL)
-#if defined(__NCCL_DEVICE_LTOIR_LIB__)
-// The jit route: NCCL's headers before the wrapper (see lesson 05's *_c.cu).
+#if defined(SYMM_NCCL_C_API)
+// NCCL's headers before the wrapper (see lesson 05's *_c.cu).
 #include <nccl_device/utility.h>
 #include <nccl_device/coop.h>
 #include <nccl_device/core.h>
@@ -172,6 +181,22 @@ static_assert(sizeof(NvshmemSymmContext) == 56, "NvshmemSymmContext layout");
 // Small helpers.
 // ---------------------------------------------------------------------------
 
+#if defined(__clang_llvm_bitcode_lib__)
+// clang's CUDA headers have the cache-global loads (__ldcg) but not the
+// stores; these are the three the library uses, as CUDA's headers write them.
+__device__ __forceinline__ void __stcg(float* p, float v) {
+  asm volatile("st.global.cg.f32 [%0], %1;" ::"l"(p), "f"(v) : "memory");
+}
+__device__ __forceinline__ void __stcg(unsigned short* p, unsigned short v) {
+  asm volatile("st.global.cg.u16 [%0], %1;" ::"l"(p), "h"(v) : "memory");
+}
+__device__ __forceinline__ void __stcg(uint4* p, uint4 v) {
+  asm volatile("st.global.cg.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(v.x), "r"(v.y),
+               "r"(v.z), "r"(v.w)
+               : "memory");
+}
+#endif
+
 __device__ __forceinline__ float symm_bf16_to_f32(unsigned short h) {
   return __uint_as_float(((unsigned int)h) << 16);
 }
@@ -224,7 +249,7 @@ __device__ __forceinline__ void symm_grid_sync(unsigned int* words) {
 // ---------------------------------------------------------------------------
 
 #if defined(SYMM_WITH_NCCL)
-#if defined(__NCCL_DEVICE_LTOIR_LIB__)
+#if defined(SYMM_NCCL_C_API)
 struct SymmNcclBarrier {
   alignas(ncclLsaBarrierSession_C) unsigned char storage[sizeof(ncclLsaBarrierSession_C)];
   ncclCoopAny cta;

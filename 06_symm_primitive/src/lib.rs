@@ -8,13 +8,16 @@
 //! * the contexts the kernels read ([`context`]) and the NVSHMEM host
 //!   library and build ([`nvshmem`]);
 //! * the return codes of `symm_all_reduce` and the same checks on the host
-//!   ([`codes`]), and the layer's data and CPU reference ([`reference`]).
+//!   ([`codes`]), and the layer's data and CPU reference ([`reference`]);
+//! * the same layer tail written in Triton, built ahead of time by Triton's
+//!   compiler with the library as LLVM bitcode ([`triton`]).
 
 pub mod codes;
 pub mod context;
 pub mod launch;
 pub mod nvshmem;
 pub mod reference;
+pub mod triton;
 
 use std::path::{Path, PathBuf};
 
@@ -80,6 +83,15 @@ impl Backend {
             Backend::Nvshmem => "nvshmem",
         }
     }
+}
+
+/// Which fused kernel runs the layer tail.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kernel {
+    /// tp_tail_fused, CUDA C++ (kernels/tp_tail.cu).
+    Cuda,
+    /// tp_tail_triton, Triton (triton/tp_tail.py): NCCL backend, NCCL 2.32.3.
+    Triton,
 }
 
 /// The element type of the all-reduced data.
@@ -225,4 +237,16 @@ pub fn check_backend(backend: Backend, launch_mode: &str) -> Result<(), CannotRu
         ));
     }
     nvshmem::find(&nvshmem::Search::from_process()).map(|_| ())
+}
+
+/// `--kernel triton` runs on the NCCL backend only: its library is built
+/// against NCCL's device bitcode, not NVSHMEM's.
+pub fn check_kernel(kernel: Kernel, backend: Backend) -> Result<(), CannotRun> {
+    if kernel == Kernel::Triton && backend != Backend::Nccl {
+        return Err(CannotRun::new(
+            "--kernel triton links the library with NCCL's libnccl_device.bc: it runs on --backend nccl only",
+            "leave out --backend nvshmem, or run the CUDA kernel (--kernel cuda) on NVSHMEM",
+        ));
+    }
+    Ok(())
 }

@@ -32,6 +32,12 @@
 //! mpirun -np 2 target/release/06_symm_primitive --backend nvshmem
 //! ```
 //!
+//! `--kernel triton` runs the same layer tail written in Triton
+//! (`triton/tp_tail.py`), which calls the same `symm_all_reduce` linked from
+//! the library's LLVM bitcode and NCCL 2.32.3's `libnccl_device.bc`; this
+//! host compiles it with Triton's compiler (Python, `TRITON_PYTHON`) and
+//! launches it with the same context (see `src/triton.rs`).
+//!
 //! Every rank checks every element of its output and its new residual
 //! against a CPU reference. The backend and the build route are printed on
 //! stderr, so the transcript is the same for every one of them.
@@ -43,7 +49,7 @@
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
-use common::nccl::{Communicator, NcclBuffer, Window};
+use common::nccl::{loaded_nccl, Communicator, NcclBuffer, Window};
 use common::setup;
 use common::{CannotRun, Lesson, NcclVersion, Needs, RankContext};
 use cudarc::driver::{sys as cu_sys, CudaContext};
@@ -57,7 +63,9 @@ use symm_primitive::context::{
 };
 use symm_primitive::launch::{self, LayerArgs};
 use symm_primitive::reference::{self, Layer};
-use symm_primitive::{codes, nvshmem, Backend, Dtype, CACHE_NAME, FUSED_KERNEL, THREADS};
+use symm_primitive::{
+    codes, nvshmem, triton, Backend, Dtype, Kernel, CACHE_NAME, FUSED_KERNEL, THREADS,
+};
 
 /// The layer: 512 tokens of 4096 features (8 MiB of float32 all-reduced),
 /// 16 input features per rank.
@@ -80,6 +88,11 @@ struct Args {
     /// NCCL's device library, NCCL 2.32.3), or auto.
     #[arg(long, value_enum, default_value_t = Build::Auto)]
     build: Build,
+    /// The fused kernel: CUDA C++ (kernels/tp_tail.cu) or Triton
+    /// (triton/tp_tail.py; NCCL backend, NCCL 2.32.3, Python with Triton
+    /// 3.6+ found as TRITON_PYTHON, the active venv's python, or python3).
+    #[arg(long, value_enum, default_value_t = Kernel::Cuda)]
+    kernel: Kernel,
 }
 
 const LESSON: Lesson = Lesson {
@@ -95,7 +108,10 @@ const LESSON: Lesson = Lesson {
 fn main() -> ExitCode {
     common::run_checked(
         &LESSON,
-        |args: &Args| symm_primitive::check_backend(args.backend, common::launch_mode()),
+        |args: &Args| {
+            symm_primitive::check_kernel(args.kernel, args.backend)?;
+            symm_primitive::check_backend(args.backend, common::launch_mode())
+        },
         symm_primitive_lesson,
     )
 }
@@ -178,13 +194,56 @@ fn symm_primitive_lesson(ctx: &RankContext, args: &Args) -> Result<()> {
         );
     }
 
-    // Step 2: Build the library and the user kernels for this GPU and backend (nvcc, or NVRTC and nvJitLink with NCCL's or NVSHMEM's device library), or reuse the cached build.
+    // Step 2: Build the library and the user kernels for this GPU and backend (nvcc, or NVRTC and nvJitLink with NCCL's or NVSHMEM's device library, or Triton's compiler with the library as LLVM bitcode), or reuse the cached build.
     // NOTE: rank 0 builds first and the others wait, so that they find the
     // cache filled instead of all compiling at once.
     let arch = format!("sm_{major}{minor}");
     let cache = Env::from_process().cache_root(CACHE_NAME);
-    let build = || -> Result<(std::path::PathBuf, &'static str, Option<Shim>, f64, bool)> {
+    type Built = (
+        std::path::PathBuf,
+        &'static str,
+        Option<Shim>,
+        f64,
+        bool,
+        Option<triton::Meta>,
+    );
+    let build = || -> Result<Built> {
         match args.backend {
+            Backend::Nccl if args.kernel == Kernel::Triton => {
+                // The Triton kernel links NCCL's device library itself; NCCL
+                // is called directly for the device communicator, with
+                // 2.32.3's requirements layout, as on the jit route.
+                let nccl = loaded_nccl()?;
+                let nccl_bc = triton::nccl_device_bitcode(nccl.version, &nccl.path)?;
+                let python = triton::find_python(&triton::python_candidates(
+                    std::env::var_os("TRITON_PYTHON").as_ref(),
+                    std::env::var_os("VIRTUAL_ENV").as_ref(),
+                ))?;
+                if ctx.is_root() {
+                    eprintln!(
+                        "note: build route: triton (Triton {} from {}, with {})",
+                        python.triton,
+                        python.path.display(),
+                        nccl_bc.display()
+                    );
+                }
+                let built = triton::build_or_reuse(
+                    &python,
+                    major as u32 * 10 + minor as u32,
+                    dtype,
+                    &nccl_bc,
+                    &cache,
+                )?;
+                let shim = Shim::direct(&nccl.path, nccl.version)?;
+                Ok((
+                    built.cubin(),
+                    "triton",
+                    Some(shim),
+                    built.build.seconds,
+                    built.build.compiled,
+                    Some(built.meta),
+                ))
+            }
             Backend::Nccl => {
                 let mut chosen = symm_primitive::choose_route(args.build, major, minor)?;
                 let built = route::build_or_fall_back(
@@ -203,6 +262,7 @@ fn symm_primitive_lesson(ctx: &RankContext, args: &Args) -> Result<()> {
                     Some(shim),
                     built.build.seconds,
                     built.build.compiled,
+                    None,
                 ))
             }
             Backend::Nvshmem => {
@@ -227,6 +287,7 @@ fn symm_primitive_lesson(ctx: &RankContext, args: &Args) -> Result<()> {
                     None,
                     built.seconds,
                     built.compiled,
+                    None,
                 ))
             }
         }
@@ -236,7 +297,7 @@ fn symm_primitive_lesson(ctx: &RankContext, args: &Args) -> Result<()> {
     } else {
         Ok(None)
     };
-    let (cubin, route, shim, seconds, compiled) =
+    let (cubin, route, shim, seconds, compiled, triton_meta) =
         match ctx.all_ok(first.context("Step 2: build the library and kernels"))? {
             Some(built) => built,
             None => build().context("Step 2: build the library and kernels")?,
@@ -342,7 +403,14 @@ fn symm_primitive_lesson(ctx: &RankContext, args: &Args) -> Result<()> {
         ),
         None => None,
     };
-    let kernel = module.function(FUSED_KERNEL).context("Step 4")?;
+    let kernel_name = triton_meta
+        .as_ref()
+        .map_or(FUSED_KERNEL, |m| m.name.as_str());
+    let kernel = module.function(kernel_name).context("Step 4")?;
+    if let Some(meta) = &triton_meta {
+        // SAFETY: the module is loaded until Step 9.
+        unsafe { triton::set_shared(kernel, meta) }.context("Step 4")?;
+    }
 
     // Step 5: Write the context the kernel reads (SymmContext, then the backend's fields) into device memory.
     // NOTE: the grid barrier's two words must start zeroed and belong to
@@ -403,12 +471,14 @@ fn symm_primitive_lesson(ctx: &RankContext, args: &Args) -> Result<()> {
     // Step 7: Launch the fused kernel cooperatively, every block resident: compute, symm_all_reduce, residual + RMSNorm.
     // NOTE: symm_all_reduce waits for every block of the grid, so the grid
     // must fit on the GPU at once; cuLaunchCooperativeKernel checks that.
-    // One block of 512 threads per multiprocessor fits (launch bounds).
+    // One block of 512 threads per multiprocessor fits (launch bounds; the
+    // Triton kernel's 16 warps of at most 128 registers each, too).
     let blocks = gpu
         .attribute(cu_sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
         .context("Step 7: multiprocessor count")? as u32;
     if ctx.is_root() {
-        eprintln!("note: {FUSED_KERNEL} on {blocks} blocks x {THREADS} threads");
+        let threads = triton_meta.as_ref().map_or(THREADS, triton::Meta::threads);
+        eprintln!("note: {kernel_name} on {blocks} blocks x {threads} threads");
     }
     let layer_args = LayerArgs {
         context: context.address(),
@@ -427,8 +497,13 @@ fn symm_primitive_lesson(ctx: &RankContext, args: &Args) -> Result<()> {
         status: status.address(),
     };
     // SAFETY: every address is live device memory of the layer's sizes.
-    unsafe { launch::fused(kernel, blocks, THREADS, &stream, layer_args) }
-        .context("Step 7: launch the fused kernel")?;
+    unsafe {
+        match &triton_meta {
+            Some(meta) => triton::launch(kernel, meta, blocks, &stream, layer_args),
+            None => launch::fused(kernel, blocks, THREADS, &stream, layer_args),
+        }
+    }
+    .context("Step 7: launch the fused kernel")?;
     stream
         .synchronize()
         .context("Step 7: wait for the kernel")?;
@@ -443,7 +518,7 @@ fn symm_primitive_lesson(ctx: &RankContext, args: &Args) -> Result<()> {
             codes::describe(code[0])
         ))
     })?;
-    ctx.println_root(format!("Kernel {FUSED_KERNEL} completed on every rank"));
+    ctx.println_root(format!("Kernel {kernel_name} completed on every rank"));
 
     // Step 8: Verify every element of the output and the new residual on every rank against the CPU reference.
     let (want_out, want_residual) = reference::expected(&LAYER, size, dtype);

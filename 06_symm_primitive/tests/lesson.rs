@@ -87,6 +87,59 @@ fn nccl_without_the_device_api_exits_2() {
     assert!(stderr.contains("the device API"), "{stderr}");
 }
 
+/// The Triton kernel links NCCL's device bitcode: `--backend nvshmem` with
+/// it is refused before any rank starts, on any machine.
+#[test]
+fn the_triton_kernel_refuses_the_nvshmem_backend() {
+    let mut cmd = std::process::Command::new(&lesson().binary);
+    cmd.args(["--kernel", "triton", "--backend", "nvshmem"])
+        .env("NTHREADS", "1");
+    let out = run_with_timeout(&mut cmd, Duration::from_secs(60));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("runs on --backend nccl only"), "{stderr}");
+    assert!(stderr.contains("--kernel cuda"), "{stderr}");
+}
+
+/// The Triton kernel, both dtypes. With NCCL 2.32.3 loaded (e.g.
+/// `NCCL_HOME`) and a Python with Triton 3.6+ (`TRITON_PYTHON`) it must
+/// verify; without either, it must exit 2 and name what is missing, before
+/// any kernel runs.
+#[test]
+#[ignore = "needs 2 GPUs; NCCL 2.32.3 and Triton 3.6+ to verify"]
+fn the_triton_kernel_verifies_or_names_what_it_lacks() {
+    for dtype in ["f32", "bf16"] {
+        let out = lesson().run(
+            gpu_ranks(),
+            &["--kernel", "triton", "--dtype", dtype],
+            Duration::from_secs(300),
+        );
+        let (stdout, stderr) = (
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr),
+        );
+        if out.status.code() == Some(2) {
+            assert!(
+                stderr.contains("the loaded NCCL is")
+                    || stderr.contains("needs Python with Triton"),
+                "exit 2 for another reason: {stderr}"
+            );
+            eprintln!("not verified here (exit 2 as documented): {stderr}");
+            return;
+        }
+        assert!(out.status.success(), "{}", testkit::describe(&out));
+        assert!(stderr.contains("note: build route: triton"), "{stderr}");
+        assert!(
+            stdout.contains("Kernel tp_tail_triton completed on every rank"),
+            "{stdout}"
+        );
+        assert!(
+            stdout.contains("Layer tail verified on every rank: PASSED"),
+            "{stdout}"
+        );
+    }
+}
+
 #[test]
 #[ignore = "needs 2 GPUs"]
 fn bfloat16_verifies() {

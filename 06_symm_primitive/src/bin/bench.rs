@@ -8,6 +8,10 @@
 //!   partial output, each operation in its own region, every region checked
 //!   against the CPU reference after each trial:
 //!   * `fused`: `tp_tail_fused`, one cooperative launch;
+//!   * `triton`: `tp_tail_triton`, the same layer tail written in Triton
+//!     (`triton/tp_tail.py`, calling the same `symm_all_reduce` from the
+//!     library's bitcode), one cooperative launch; NCCL 2.32.3 and a
+//!     Python with Triton 3.6+ (not in the default list);
 //!   * `unfused05`: `tp_compute`, lesson 05's fast AllReduce (one-shot or
 //!     two-shot by size, as `--kernel fast`), `tp_residual_rmsnorm`: three
 //!     launches (float32 only: lesson 05's kernels sum floats);
@@ -24,13 +28,15 @@
 //!
 //! `--backend nvshmem` (MPI build) runs the layer-tail contenders that need
 //! no NCCL: `fused` and `symm-layer`. `--stress N` runs N back-to-back fused
-//! layer tails per size with the ranks skewed on purpose, each checked.
+//! layer tails per size with the ranks skewed on purpose, each checked:
+//! those of `fused`, and of `triton` when it is among the contenders.
 //! `--bad-input` runs every bad-input case of `codes::bad_input_cases`
 //! through `symm_all_reduce_kernel` and compares the device's code with the
 //! documented one.
 //!
 //! ```text
 //! NTHREADS=2 cargo run --release --bin 06_symm_bench -- -b 8 -e 64M
+//! NTHREADS=2 target/release/06_symm_bench --contenders fused,triton,unfused-nccl -b 8M -e 512M
 //! mpirun -np 2 target/release/06_symm_bench --backend nvshmem --json l06-nvshmem.json
 //! NTHREADS=2 target/release/06_symm_bench --stress 2000 -b 4K -e 4M -f 32
 //! NTHREADS=1 target/release/06_symm_bench --bad-input
@@ -61,14 +67,16 @@ use symm_primitive::context::{
 use symm_primitive::launch::{self, AllReduceCall, LayerArgs};
 use symm_primitive::reference::{self, Layer};
 use symm_primitive::{
-    nvshmem, Backend, Dtype, ALL_REDUCE_KERNEL, CACHE_NAME, COMPUTE_KERNEL, EPILOGUE_KERNEL,
-    FUSED_KERNEL, THREADS,
+    nvshmem, triton, Backend, Dtype, ALL_REDUCE_KERNEL, CACHE_NAME, COMPUTE_KERNEL,
+    EPILOGUE_KERNEL, FUSED_KERNEL, THREADS,
 };
 
 #[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
 enum Contender {
     /// Compute, symm_all_reduce, residual + RMSNorm: one cooperative launch.
     Fused,
+    /// The same in Triton (triton/tp_tail.py): NCCL 2.32.3, Python with Triton.
+    Triton,
     /// Compute, lesson 05's fast AllReduce, epilogue: three launches (float32).
     Unfused05,
     /// Compute, ncclAllReduce on the windows, epilogue: three launches.
@@ -91,6 +99,9 @@ impl Contender {
     fn about(self) -> &'static str {
         match self {
             Contender::Fused => "layer tail fused: tp_tail_fused (one cooperative launch)",
+            Contender::Triton => {
+                "layer tail fused in Triton: tp_tail_triton (one cooperative launch)"
+            }
             Contender::Unfused05 => {
                 "layer tail unfused: tp_compute, lesson 05 fast AllReduce, tp_residual_rmsnorm"
             }
@@ -106,7 +117,11 @@ impl Contender {
     fn is_layer(self) -> bool {
         matches!(
             self,
-            Contender::Fused | Contender::Unfused05 | Contender::UnfusedNccl | Contender::SymmLayer
+            Contender::Fused
+                | Contender::Triton
+                | Contender::Unfused05
+                | Contender::UnfusedNccl
+                | Contender::SymmLayer
         )
     }
     fn needs_nccl(self) -> bool {
@@ -262,6 +277,8 @@ struct Kernels {
     compute: cu_sys::CUfunction,
     epilogue: cu_sys::CUfunction,
     all_reduce: cu_sys::CUfunction,
+    /// tp_tail_triton and what it needs at launch, when `triton` is timed.
+    triton: Option<(cu_sys::CUfunction, triton::Meta)>,
 }
 
 /// What the unfused contenders need from NCCL.
@@ -397,7 +414,37 @@ fn bench(ctx: &RankContext, args: &Args) -> Result<()> {
                 eprintln!("note: build route: {} ({})", chosen.plan.name(), chosen.why);
             }
             let module = Module::load(&built.cubin)?;
-            let kernels = kernels(&module)?;
+            let mut kernels = kernels(&module)?;
+            // The Triton kernel, built (rank 0 first) and loaded when timed.
+            let triton_module = if args.contenders.contains(&Contender::Triton) {
+                let build = || -> Result<triton::Built> {
+                    let nccl = common::nccl::loaded_nccl()?;
+                    let nccl_bc = triton::nccl_device_bitcode(nccl.version, &nccl.path)?;
+                    let python = triton::find_python(&triton::python_candidates(
+                        std::env::var_os("TRITON_PYTHON").as_ref(),
+                        std::env::var_os("VIRTUAL_ENV").as_ref(),
+                    ))?;
+                    let arch = major as u32 * 10 + minor as u32;
+                    triton::build_or_reuse(&python, arch, dtype, &nccl_bc, &cache)
+                };
+                let first = if ctx.is_root() {
+                    build().map(Some)
+                } else {
+                    Ok(None)
+                };
+                let built = match ctx.all_ok(first.context("build the Triton kernel"))? {
+                    Some(b) => b,
+                    None => build()?,
+                };
+                let module = Module::load(&built.cubin())?;
+                let function = module.function(&built.meta.name)?;
+                // SAFETY: the module stays loaded until after the runs.
+                unsafe { triton::set_shared(function, &built.meta) }?;
+                kernels.triton = Some((function, built.meta));
+                Some(module)
+            } else {
+                None
+            };
             let fast_module = Module::load(built05.fast_cubin())?;
             let fast_kernels = FastKernels::load(&fast_module, built05.route == "nvcc")?;
             let shim = built05.dev_comm_maker()?;
@@ -494,6 +541,7 @@ fn bench(ctx: &RankContext, args: &Args) -> Result<()> {
             recv.free()?;
             comm.destroy()?;
             drop(fast_module);
+            drop(triton_module);
             drop(module);
             result
         }
@@ -506,6 +554,7 @@ fn kernels(module: &Module) -> Result<Kernels> {
         compute: module.function(COMPUTE_KERNEL)?,
         epilogue: module.function(EPILOGUE_KERNEL)?,
         all_reduce: module.function(ALL_REDUCE_KERNEL)?,
+        triton: None,
     })
 }
 
@@ -540,7 +589,13 @@ fn run_layer(
         .collect();
     let (mut series, mut stressed) = (Vec::new(), Vec::new());
     let mut rows: Vec<Vec<Row>> = vec![Vec::new(); contenders.len()];
-    let mut stress_rows = Vec::new();
+    // The fused kernels the stress mode runs: tp_tail_fused, and
+    // tp_tail_triton when it is timed.
+    let mut stress_kernels = vec![Contender::Fused];
+    if contenders.contains(&Contender::Triton) {
+        stress_kernels.push(Contender::Triton);
+    }
+    let mut stress_rows: Vec<Vec<allreduce::StressRow>> = vec![Vec::new(); stress_kernels.len()];
     for &bytes in sizes {
         let layer = layer_for(bytes, dtype);
         let bytes = layer.elements() * dtype.size();
@@ -649,6 +704,10 @@ fn run_layer(
                 Contender::Fused => unsafe {
                     launch::fused(kernels.fused, blocks, THREADS, stream, a)
                 },
+                Contender::Triton => {
+                    let (kernel, meta) = kernels.triton.as_ref().context("no Triton kernel")?;
+                    unsafe { triton::launch(*kernel, meta, blocks, stream, a) }
+                }
                 Contender::SymmLayer => unsafe {
                     launch::all_reduce(
                         kernels.all_reduce,
@@ -710,33 +769,36 @@ fn run_layer(
             }
         };
         if args.stress.stress.is_some() {
-            // The fused kernel, N back-to-back operations, ranks skewed.
+            // Each fused kernel, N back-to-back operations, ranks skewed.
             let ops = args.stress.stress.unwrap_or(0) as usize;
             let regions = (capacity / bytes.max(1)).max(1);
             let max_ns = u64::from(args.stress.max_skew_us) * 1000;
-            let (mut done, mut wrong) = (0, 0);
-            while done < ops {
-                let batch = regions.min(ops - done);
-                let seed = allreduce::fresh_seed(ctx)?;
-                prepare_layer(batch)?;
-                ctx.barrier()?;
-                for k in 0..batch {
-                    let skew = allreduce::skew_ns(seed, ctx.rank(), k, max_ns);
-                    if skew > 0 {
-                        spin.spin(skew, stream)?;
+            for (&kernel, rows) in stress_kernels.iter().zip(&mut stress_rows) {
+                let (mut done, mut wrong) = (0, 0);
+                while done < ops {
+                    let batch = regions.min(ops - done);
+                    let seed = allreduce::fresh_seed(ctx)?;
+                    prepare_layer(batch)?;
+                    ctx.barrier()?;
+                    for k in 0..batch {
+                        let skew = allreduce::skew_ns(seed, ctx.rank(), k, max_ns);
+                        if skew > 0 {
+                            spin.spin(skew, stream)?;
+                        }
+                        op(kernel, k)?;
                     }
-                    op(Contender::Fused, k)?;
+                    stream.synchronize().context("stress batch")?;
+                    let what = format!("stress, {}, {bytes} B", kernel.name());
+                    wrong += check_layer(batch, &what)?;
+                    done += batch;
                 }
-                stream.synchronize().context("stress batch")?;
-                wrong += check_layer(batch, &format!("stress, fused, {bytes} B"))?;
-                done += batch;
+                rows.push(allreduce::StressRow {
+                    bytes,
+                    ops,
+                    out_of_place_wrong: 0,
+                    in_place_wrong: sum_over_ranks(ctx, wrong)?,
+                });
             }
-            stress_rows.push(allreduce::StressRow {
-                bytes,
-                ops,
-                out_of_place_wrong: 0,
-                in_place_wrong: sum_over_ranks(ctx, wrong)?,
-            });
             continue;
         }
         for (slot, &contender) in contenders.iter().enumerate() {
@@ -786,10 +848,12 @@ fn run_layer(
         let _ = largest;
     }
     if args.stress.stress.is_some() {
-        stressed.push(allreduce::StressSeries {
-            name: format!("fused-{}", args.backend.name()),
-            rows: stress_rows,
-        });
+        for (kernel, rows) in stress_kernels.iter().zip(stress_rows) {
+            stressed.push(allreduce::StressSeries {
+                name: format!("{}-{}", kernel.name(), args.backend.name()),
+                rows,
+            });
+        }
         return allreduce::publish_stress(ctx, &args.stress, &stressed).map(|()| Vec::new());
     }
     for (contender, rows) in contenders.iter().zip(rows) {

@@ -1,0 +1,542 @@
+//! Lesson 06 from Triton: the fused layer tail written as a Triton kernel
+//! ([`triton/tp_tail.py`](../triton/tp_tail.py)) that calls the same
+//! `symm_all_reduce`, linked from the library's LLVM bitcode
+//! (`triton/symm_comm_nccl.bc`) and NCCL 2.32.3's `libnccl_device.bc`.
+//!
+//! The host side is this lesson's: it runs Triton's compiler ahead of time
+//! (Python, no GPU needed), keeps the cubin in the build cache, loads it and
+//! launches it cooperatively with the context it already made for the CUDA
+//! kernel. What Triton needs from a host is only that: the kernel's
+//! parameters in order, two hidden scratch pointers (NULL while Triton asks
+//! for no scratch), its block size and its dynamic shared memory, all read
+//! from the JSON the script writes beside the cubin.
+
+use std::ffi::{c_void, OsString};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{bail, ensure, Context, Result};
+use common::{CannotRun, NcclVersion};
+use cudarc::driver::{result as cu, sys as cu_sys, CudaStream};
+use device_build::{cache, CacheRoot};
+use serde::Deserialize;
+
+use crate::launch::LayerArgs;
+use crate::Dtype;
+
+/// The Triton kernel and its ahead-of-time build (`python3 tp_tail.py`).
+pub const KERNEL_SCRIPT: &str = include_str!("../triton/tp_tail.py");
+/// The Triton side of the library: `symm_all_reduce` as an extern function.
+pub const LIBRARY_SCRIPT: &str = include_str!("../triton/symm.py");
+/// The library as LLVM bitcode, made by `triton/build-bitcode` (clang 20+)
+/// against NCCL 2.32.3's headers.
+pub const LIBRARY_BITCODE: &[u8] = include_bytes!("../triton/symm_comm_nccl.bc");
+/// What the bitcode was built from (`triton/symm_comm_nccl.txt`).
+pub const LIBRARY_RECORD: &str = include_str!("../triton/symm_comm_nccl.txt");
+
+/// The NCCL release whose headers the bitcode was built against: the device
+/// communicator's layout is that release's, so the loaded NCCL (which makes
+/// the communicator and whose `libnccl_device.bc` is linked) must be it.
+pub const NCCL: NcclVersion = NcclVersion::new(2, 32, 3);
+/// The oldest Triton seen reading the library's bitcode and NCCL's (LLVM 20)
+/// and linking them (3.6.0, with LLVM 22).
+pub const MIN_TRITON: (u32, u32) = (3, 6);
+
+/// The files a build leaves in its cache directory.
+pub const CUBIN: &str = "tp_tail_triton.cubin";
+pub const META: &str = "tp_tail_triton.json";
+
+/// What `tp_tail.py` reports about the kernel it compiled.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Meta {
+    /// The kernel's symbol in the cubin.
+    pub name: String,
+    pub num_warps: u32,
+    /// Dynamic shared memory, bytes.
+    pub shared: u32,
+    /// The kernel's own parameters, in order (Triton appends two hidden ones).
+    pub params: Vec<String>,
+    pub triton: String,
+    #[serde(default)]
+    pub global_scratch_size: u64,
+    #[serde(default)]
+    pub profile_scratch_size: u64,
+}
+
+/// The parameters [`launch`] passes, in this order: a kernel that takes
+/// others was built from another script and is refused.
+pub const PARAMS: [&str; 13] = [
+    "ctx",
+    "buffer",
+    "byte_offset",
+    "x",
+    "w",
+    "residual",
+    "gamma",
+    "out",
+    "tokens",
+    "hidden",
+    "k",
+    "eps",
+    "status",
+];
+
+impl Meta {
+    /// Threads per program.
+    pub fn threads(&self) -> u32 {
+        self.num_warps * 32
+    }
+
+    /// Refuses a kernel this host cannot launch as built.
+    pub fn check(&self) -> Result<()> {
+        ensure!(
+            self.params == PARAMS,
+            "the Triton kernel takes ({}), the host passes ({})",
+            self.params.join(", "),
+            PARAMS.join(", ")
+        );
+        ensure!(
+            self.global_scratch_size == 0 && self.profile_scratch_size == 0,
+            "the Triton kernel asks for scratch memory ({} B global, {} B profile); this host passes NULL for both",
+            self.global_scratch_size,
+            self.profile_scratch_size
+        );
+        Ok(())
+    }
+}
+
+/// A Python that has Triton.
+#[derive(Debug, Clone)]
+pub struct Python {
+    pub path: PathBuf,
+    /// `triton.__version__`.
+    pub triton: String,
+}
+
+/// Where to look for a Python with Triton: `TRITON_PYTHON`, the active
+/// virtual environment's, then `python3` on `PATH`.
+pub fn python_candidates(
+    triton_python: Option<&OsString>,
+    virtual_env: Option<&OsString>,
+) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    if let Some(p) = triton_python {
+        // Named on purpose: nothing else is tried.
+        return vec![PathBuf::from(p)];
+    }
+    if let Some(venv) = virtual_env {
+        found.push(Path::new(venv).join("bin").join("python"));
+    }
+    found.push(PathBuf::from("python3"));
+    found
+}
+
+/// `major.minor` of a version string such as `3.6.0` or `3.7.0+git1234`.
+pub fn major_minor(version: &str) -> Option<(u32, u32)> {
+    let mut parts = version.split(|c: char| !c.is_ascii_digit());
+    Some((parts.next()?.parse().ok()?, parts.next()?.parse().ok()?))
+}
+
+/// The first candidate whose Python imports Triton, checked to be new
+/// enough; exit 2 with the fix when there is none.
+pub fn find_python(candidates: &[PathBuf]) -> Result<Python, CannotRun> {
+    let mut tried = Vec::new();
+    for path in candidates {
+        let probe = Command::new(path)
+            .args(["-c", "import triton; print(triton.__version__)"])
+            .output();
+        match probe {
+            Ok(out) if out.status.success() => {
+                let triton = String::from_utf8_lossy(&out.stdout).trim().to_string();
+                return match major_minor(&triton) {
+                    Some(v) if v >= MIN_TRITON => Ok(Python {
+                        path: path.clone(),
+                        triton,
+                    }),
+                    _ => Err(CannotRun::new(
+                        format!(
+                            "{} has Triton {triton}; the library's bitcode and NCCL's libnccl_device.bc (LLVM 20) need Triton {}.{} or newer, whose LLVM reads them",
+                            path.display(),
+                            MIN_TRITON.0,
+                            MIN_TRITON.1
+                        ),
+                        "pip install 'triton>=3.6', or set TRITON_PYTHON to a Python that has it",
+                    )),
+                };
+            }
+            Ok(_) => tried.push(format!("{} (no module triton)", path.display())),
+            Err(e) => tried.push(format!("{} ({e})", path.display())),
+        }
+    }
+    Err(CannotRun::new(
+        format!(
+            "--kernel triton needs Python with Triton to compile the kernel; tried {}",
+            tried.join(", ")
+        ),
+        "pip install 'triton>=3.6' (no GPU needed to compile), or set TRITON_PYTHON to a Python that has it",
+    ))
+}
+
+/// The loaded NCCL must be the bitcode's release, and ship its device
+/// bitcode (`libnccl_device.bc`, beside `libnccl.so.2` from 2.30 on).
+/// Returns that file.
+pub fn nccl_device_bitcode(version: NcclVersion, library: &Path) -> Result<PathBuf, CannotRun> {
+    if version != NCCL {
+        return Err(CannotRun::new(
+            format!(
+                "the Triton kernel's library was built against NCCL {NCCL}'s device headers (its ncclDevComm layout), but the loaded NCCL is {version}"
+            ),
+            format!(
+                "load NCCL {NCCL}: pip install nvidia-nccl-cu13=={NCCL}, then NCCL_HOME=<site-packages>/nvidia/nccl (the launcher finds it in the active environment too)"
+            ),
+        ));
+    }
+    let bitcode = library
+        .parent()
+        .map(|dir| dir.join("libnccl_device.bc"))
+        .filter(|p| p.is_file());
+    bitcode.ok_or_else(|| {
+        CannotRun::new(
+            format!(
+                "no libnccl_device.bc beside {}: Triton links NCCL's device library from it",
+                library.display()
+            ),
+            format!("use NCCL {NCCL} from its pip wheel (nvidia-nccl-cu13=={NCCL}), which ships it in nvidia/nccl/lib"),
+        )
+    })
+}
+
+/// What a Triton build depends on, as text (its hash names the cache entry).
+fn key_text(python: &Python, arch: u32, dtype: Dtype, nccl_bitcode: &[u8]) -> String {
+    use sha2::{Digest, Sha256};
+    let digest = |bytes: &[u8]| -> String {
+        Sha256::digest(bytes)
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect()
+    };
+    format!(
+        "route triton\npython {}\ntriton {}\narch {arch}\ndtype {}\nkernel {}\nlibrary.py {}\nlibrary.bc {}\nlibnccl_device.bc {}\n",
+        python.path.display(),
+        python.triton,
+        dtype.name(),
+        digest(KERNEL_SCRIPT.as_bytes()),
+        digest(LIBRARY_SCRIPT.as_bytes()),
+        digest(LIBRARY_BITCODE),
+        digest(nccl_bitcode),
+    )
+}
+
+/// The dtype's name in `tp_tail.py --dtype`.
+fn dtype_arg(dtype: Dtype) -> &'static str {
+    match dtype {
+        Dtype::F32 => "f32",
+        Dtype::Bf16 => "bf16",
+    }
+}
+
+/// Compiles the Triton kernel for `sm_<arch>` and `dtype` into `dir`: writes
+/// the scripts and the bitcode there and runs `tp_tail.py`.
+fn compile_into(
+    python: &Python,
+    arch: u32,
+    dtype: Dtype,
+    nccl_bc: &Path,
+    dir: &Path,
+) -> Result<()> {
+    let src = dir.join("src");
+    std::fs::create_dir(&src).context("create the script directory")?;
+    std::fs::write(src.join("tp_tail.py"), KERNEL_SCRIPT).context("write tp_tail.py")?;
+    std::fs::write(src.join("symm.py"), LIBRARY_SCRIPT).context("write symm.py")?;
+    std::fs::write(src.join("symm_comm_nccl.bc"), LIBRARY_BITCODE)
+        .context("write symm_comm_nccl.bc")?;
+    let out = Command::new(&python.path)
+        .arg(src.join("tp_tail.py"))
+        .arg("--arch")
+        .arg(arch.to_string())
+        .args(["--dtype", dtype_arg(dtype)])
+        .arg("--nccl-device-bc")
+        .arg(nccl_bc)
+        .arg("--out")
+        .arg(dir)
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .output()
+        .with_context(|| format!("run {}", python.path.display()))?;
+    if !out.status.success() {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let tail: Vec<&str> = stderr.lines().rev().take(25).collect();
+        let tail: Vec<&str> = tail.into_iter().rev().collect();
+        bail!(
+            "Triton {} could not compile the kernel (tp_tail.py, {}):\n{}",
+            python.triton,
+            out.status,
+            tail.join("\n")
+        );
+    }
+    std::fs::remove_dir_all(&src).context("remove the script directory")?;
+    Ok(())
+}
+
+/// A Triton build: the cubin and what the kernel needs at launch.
+pub struct Built {
+    pub build: cache::Built,
+    pub meta: Meta,
+}
+
+impl Built {
+    pub fn cubin(&self) -> PathBuf {
+        self.build.file(CUBIN)
+    }
+}
+
+/// Builds (or reuses) the Triton kernel for `sm_<arch>` and `dtype`.
+pub fn build_or_reuse(
+    python: &Python,
+    arch: u32,
+    dtype: Dtype,
+    nccl_bc: &Path,
+    cache_root: &CacheRoot,
+) -> Result<Built> {
+    let nccl_bitcode =
+        std::fs::read(nccl_bc).with_context(|| format!("read {}", nccl_bc.display()))?;
+    let compile = |dir: &Path| compile_into(python, arch, dtype, nccl_bc, dir);
+    let job = cache::Job {
+        key_text: key_text(python, arch, dtype, &nccl_bitcode),
+        outputs: vec![CUBIN.into(), META.into()],
+        compile: &compile,
+    };
+    let build = cache::build_or_reuse(&job, cache_root)?;
+    let text = std::fs::read_to_string(build.file(META)).context("read the kernel's JSON")?;
+    let meta: Meta = serde_json::from_str(&text).context("parse the kernel's JSON")?;
+    meta.check()?;
+    Ok(Built { build, meta })
+}
+
+/// Lets the kernel use `meta.shared` bytes of dynamic shared memory (the
+/// default limit is 48 KiB).
+///
+/// # Safety
+/// `kernel` must be a function of a module that is still loaded.
+pub unsafe fn set_shared(kernel: cu_sys::CUfunction, meta: &Meta) -> Result<()> {
+    if meta.shared > 48 * 1024 {
+        // SAFETY: a loaded function (the caller's promise); the attribute
+        // takes a byte count.
+        unsafe {
+            cu::function::set_function_attribute(
+                kernel,
+                cu_sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                meta.shared as i32,
+            )
+        }
+        .context("cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)")?;
+    }
+    Ok(())
+}
+
+/// The Triton kernel on `blocks` programs, cooperative: `symm_all_reduce`
+/// inside it waits for every program, so all must be resident at once.
+/// The context, the buffer and the layer's arrays are the CUDA kernel's
+/// ([`LayerArgs`]; the dtype is compiled in).
+///
+/// # Safety
+/// `kernel` must come from a build whose [`Meta`] passed [`Meta::check`];
+/// every address must be live device memory of the sizes the layer needs.
+pub unsafe fn launch(
+    kernel: cu_sys::CUfunction,
+    meta: &Meta,
+    blocks: u32,
+    stream: &CudaStream,
+    args: LayerArgs,
+) -> Result<()> {
+    let LayerArgs {
+        mut context,
+        mut buffer,
+        byte_offset,
+        mut x,
+        mut w,
+        mut residual,
+        mut gamma,
+        mut out,
+        mut tokens,
+        mut hidden,
+        mut k,
+        mut eps,
+        mut status,
+        ..
+    } = args;
+    let mut byte_offset = byte_offset as i64;
+    // Triton's two hidden parameters: global and profile scratch.
+    let (mut global_scratch, mut profile_scratch) = (0u64, 0u64);
+    let mut params: [*mut c_void; 15] = [
+        (&mut context as *mut u64).cast(),
+        (&mut buffer as *mut u64).cast(),
+        (&mut byte_offset as *mut i64).cast(),
+        (&mut x as *mut u64).cast(),
+        (&mut w as *mut u64).cast(),
+        (&mut residual as *mut u64).cast(),
+        (&mut gamma as *mut u64).cast(),
+        (&mut out as *mut u64).cast(),
+        (&mut tokens as *mut i32).cast(),
+        (&mut hidden as *mut i32).cast(),
+        (&mut k as *mut i32).cast(),
+        (&mut eps as *mut f32).cast(),
+        (&mut status as *mut u64).cast(),
+        (&mut global_scratch as *mut u64).cast(),
+        (&mut profile_scratch as *mut u64).cast(),
+    ];
+    cu::launch_cooperative_kernel(
+        kernel,
+        (blocks, 1, 1),
+        (meta.threads(), 1, 1),
+        meta.shared,
+        stream.cu_stream(),
+        &mut params,
+    )
+    .with_context(|| format!("cuLaunchCooperativeKernel({})", meta.name))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sha2::{Digest, Sha256};
+
+    fn sha(bytes: &[u8]) -> String {
+        Sha256::digest(bytes)
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect()
+    }
+
+    fn recorded(name: &str) -> String {
+        let prefix = format!("sha256 {name}: ");
+        LIBRARY_RECORD
+            .lines()
+            .find_map(|l| l.strip_prefix(&prefix))
+            .unwrap_or_else(|| panic!("symm_comm_nccl.txt records no {name}"))
+            .to_string()
+    }
+
+    #[test]
+    fn the_bitcode_was_built_from_these_sources() {
+        // Fails when symm_comm.cuh or symm_triton.cu changed and
+        // triton/build-bitcode was not run again.
+        assert_eq!(
+            recorded("../kernels/symm_comm.cuh"),
+            sha(include_bytes!("../kernels/symm_comm.cuh")),
+            "symm_comm.cuh changed since the bitcode was built: run 06_symm_primitive/triton/build-bitcode"
+        );
+        assert_eq!(
+            recorded("symm_triton.cu"),
+            sha(include_bytes!("../triton/symm_triton.cu")),
+            "symm_triton.cu changed since the bitcode was built: run 06_symm_primitive/triton/build-bitcode"
+        );
+        assert_eq!(recorded("symm_comm_nccl.bc"), sha(LIBRARY_BITCODE));
+        assert!(LIBRARY_RECORD.contains(&format!("nccl: {NCCL}\n")));
+        // LLVM bitcode starts with 'BC' 0xC0DE.
+        assert_eq!(&LIBRARY_BITCODE[..4], b"BC\xc0\xde");
+    }
+
+    #[test]
+    fn python_is_looked_for_where_a_user_keeps_triton() {
+        let named = OsString::from("/opt/venv/bin/python");
+        let venv = OsString::from("/home/u/venv");
+        assert_eq!(
+            python_candidates(Some(&named), Some(&venv)),
+            vec![PathBuf::from("/opt/venv/bin/python")]
+        );
+        assert_eq!(
+            python_candidates(None, Some(&venv)),
+            vec![
+                PathBuf::from("/home/u/venv/bin/python"),
+                PathBuf::from("python3")
+            ]
+        );
+        assert_eq!(
+            python_candidates(None, None),
+            vec![PathBuf::from("python3")]
+        );
+    }
+
+    #[test]
+    fn triton_versions_are_compared_by_major_and_minor() {
+        assert_eq!(major_minor("3.6.0"), Some((3, 6)));
+        assert_eq!(major_minor("3.10.1+git1a2b"), Some((3, 10)));
+        assert_eq!(major_minor("nightly"), None);
+        assert!(major_minor("3.5.1").unwrap() < MIN_TRITON);
+    }
+
+    #[test]
+    fn a_python_without_triton_is_a_clear_exit_2() {
+        // /bin/false runs and fails: as a Python without the module.
+        let err = find_python(&[
+            PathBuf::from("/bin/false"),
+            PathBuf::from("/no/such/python"),
+        ])
+        .unwrap_err();
+        assert!(
+            err.reason.contains("/bin/false (no module triton)"),
+            "{}",
+            err.reason
+        );
+        assert!(err.reason.contains("/no/such/python ("), "{}", err.reason);
+        assert!(err.fix.contains("pip install"), "{}", err.fix);
+    }
+
+    #[test]
+    fn an_old_triton_is_refused_with_the_fix() {
+        let dir = tempfile::tempdir().unwrap();
+        let fake = dir.path().join("python");
+        std::fs::write(&fake, "#!/bin/sh\necho 3.5.1\n").unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let err = find_python(&[fake]).unwrap_err();
+        assert!(err.reason.contains("Triton 3.5.1"), "{}", err.reason);
+        assert!(err.reason.contains("3.6 or newer"), "{}", err.reason);
+    }
+
+    #[test]
+    fn another_nccl_release_than_the_bitcode_s_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let lib = dir.path().join("libnccl.so.2");
+        std::fs::write(&lib, b"").unwrap();
+        let err = nccl_device_bitcode(NcclVersion::new(2, 28, 9), &lib).unwrap_err();
+        assert!(
+            err.reason.contains("the loaded NCCL is 2.28.9"),
+            "{}",
+            err.reason
+        );
+        assert!(err.fix.contains("nvidia-nccl-cu13==2.32.3"), "{}", err.fix);
+        // The right release without its device bitcode.
+        let err = nccl_device_bitcode(NCCL, &lib).unwrap_err();
+        assert!(
+            err.reason.contains("no libnccl_device.bc"),
+            "{}",
+            err.reason
+        );
+        std::fs::write(dir.path().join("libnccl_device.bc"), b"BC").unwrap();
+        assert_eq!(
+            nccl_device_bitcode(NCCL, &lib).unwrap(),
+            dir.path().join("libnccl_device.bc")
+        );
+    }
+
+    #[test]
+    fn a_kernel_with_other_parameters_is_refused() {
+        let mut meta = Meta {
+            name: "tp_tail_triton".into(),
+            num_warps: 16,
+            shared: 64,
+            params: PARAMS.iter().map(|s| s.to_string()).collect(),
+            triton: "3.6.0".into(),
+            global_scratch_size: 0,
+            profile_scratch_size: 0,
+        };
+        assert!(meta.check().is_ok());
+        assert_eq!(meta.threads(), 512);
+        meta.params.swap(0, 1);
+        assert!(meta.check().is_err());
+        meta.params.swap(0, 1);
+        meta.global_scratch_size = 16;
+        assert!(meta.check().is_err());
+    }
+}

@@ -1,0 +1,177 @@
+"""Lesson 06's fused layer tail as a Triton kernel, and its ahead-of-time build.
+
+The kernel does what kernels/tp_tail.cu's tp_tail_fused does, in one launch:
+  partial  = x_r w_r                       (this rank's term, into the buffer)
+  sum      = symm_all_reduce(partial)      (NCCL's device API, in the kernel)
+  h        = sum + residual                (written back: the new residual)
+  out[t,i] = h[t,i] / sqrt(mean_i h[t,i]^2 + eps) * gamma[i]
+
+Run as a script, it compiles the kernel for one GPU architecture and dtype,
+linking symm_comm_nccl.bc and NCCL's libnccl_device.bc, without a GPU:
+
+  python3 tp_tail.py --arch 90 --dtype f32 --nccl-device-bc .../libnccl_device.bc --out DIR
+
+and writes DIR/tp_tail_triton.cubin, .ptx and .json (the kernel's name, its
+warps, its shared memory, its parameters). The lesson's Rust host
+(`06_symm_primitive --kernel triton`) runs this script, then loads the cubin
+and launches it cooperatively with the context it made.
+"""
+
+import argparse
+import json
+import os
+import re
+import sys
+
+import triton
+import triton.language as tl
+
+from symm import SYMM_OK, SYMM_REDUCE_SUM, extern_libs, symm_all_reduce
+
+# 16 warps: 512 threads a program, as the CUDA kernels' SYMM_THREADS.
+NUM_WARPS = 16
+# The compute phase's tile, and the epilogue's chunk of a row.
+BLOCK_T = 16
+BLOCK_H = 256
+BLOCK_N = 2048
+
+
+@triton.jit
+def tp_tail_triton(ctx, buffer, byte_offset, x, w, residual, gamma, out, tokens, hidden, k, eps,
+                   status, DTYPE: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_H: tl.constexpr,
+                   BLOCK_N: tl.constexpr):
+    # `buffer` is this rank's address of the context's buffer; the partial
+    # output starts byte_offset bytes into it (a multiple of the element size,
+    # which symm_all_reduce checks). `ctx` is the context's device address.
+    pid = tl.program_id(0)
+    programs = tl.num_programs(0)
+    elem = buffer.dtype.element_ty
+    partial = buffer + byte_offset // elem.primitive_bitwidth * 8
+
+    # Compute: partial[t, i] = sum_j x[t, j] w[j, i], one tile at a time,
+    # the tiles spread over the programs. fma in j order, as the CUDA kernel.
+    tiles_h = tl.cdiv(hidden, BLOCK_H)
+    tiles = tl.cdiv(tokens, BLOCK_T) * tiles_h
+    for tile in range(pid, tiles, programs):
+        t = (tile // tiles_h) * BLOCK_T + tl.arange(0, BLOCK_T)
+        i = (tile % tiles_h) * BLOCK_H + tl.arange(0, BLOCK_H)
+        t_in = t < tokens
+        i_in = i < hidden
+        acc = tl.zeros([BLOCK_T, BLOCK_H], dtype=tl.float32)
+        for j in range(0, k):
+            xj = tl.load(x + t.to(tl.int64) * k + j, mask=t_in, other=0.0)
+            wj = tl.load(w + j * hidden.to(tl.int64) + i, mask=i_in, other=0.0)
+            acc = tl.fma(xj[:, None], wj[None, :], acc)
+        where = t.to(tl.int64)[:, None] * hidden + i[None, :]
+        tl.store(partial + where, acc.to(elem), mask=t_in[:, None] & i_in[None, :])
+
+    # All-reduce, in place: every thread of every program calls it (at the
+    # top level, the same arguments everywhere). When it returns 0 the whole
+    # sum is visible to every thread of the kernel.
+    rc = symm_all_reduce(ctx, buffer.to(tl.int64), byte_offset,
+                         tokens.to(tl.int64) * hidden, SYMM_REDUCE_SUM, DTYPE)
+    if pid == 0:
+        tl.store(status, rc)
+
+    # Residual + RMSNorm, one token (row) per program at a time. The norm is
+    # taken over h as stored, as the CUDA kernel does (bfloat16 rounds there).
+    if rc == SYMM_OK:
+        for t in range(pid, tokens, programs):
+            row = t.to(tl.int64) * hidden
+            squares = tl.zeros([BLOCK_N], dtype=tl.float32)
+            for start in range(0, hidden, BLOCK_N):
+                n = start + tl.arange(0, BLOCK_N)
+                n_in = n < hidden
+                s = tl.load(partial + row + n, mask=n_in, other=0.0, cache_modifier=".cg")
+                r = tl.load(residual + row + n, mask=n_in, other=0.0)
+                h = (s.to(tl.float32) + r.to(tl.float32)).to(elem)
+                tl.store(residual + row + n, h, mask=n_in)
+                stored = h.to(tl.float32)
+                squares += stored * stored
+            scale = tl.math.rsqrt(tl.sum(squares, axis=0) / hidden + eps)
+            for start in range(0, hidden, BLOCK_N):
+                n = start + tl.arange(0, BLOCK_N)
+                n_in = n < hidden
+                h = tl.load(residual + row + n, mask=n_in, other=0.0).to(tl.float32)
+                g = tl.load(gamma + n, mask=n_in, other=0.0)
+                tl.store(out + row + n, (h * scale * g).to(elem), mask=n_in)
+
+
+# The kernel's parameters as the host passes them, in order (the constexprs
+# are compiled in, and leave the list).
+DTYPES = {"f32": ("fp32", 0), "bf16": ("bf16", 1)}
+
+
+def signature(dtype):
+    t, code = DTYPES[dtype]
+    sig = {
+        "ctx": "i64", "buffer": f"*{t}", "byte_offset": "i64", "x": "*fp32", "w": "*fp32",
+        "residual": f"*{t}", "gamma": "*fp32", "out": f"*{t}", "tokens": "i32", "hidden": "i32",
+        "k": "i32", "eps": "fp32", "status": "*i32",
+        "DTYPE": "constexpr", "BLOCK_T": "constexpr", "BLOCK_H": "constexpr", "BLOCK_N": "constexpr",
+    }
+    constants = {"DTYPE": code, "BLOCK_T": BLOCK_T, "BLOCK_H": BLOCK_H, "BLOCK_N": BLOCK_N}
+    return sig, constants
+
+
+def unresolved(ptx):
+    """Functions the PTX calls but does not define: must be none."""
+    declared = set(re.findall(r"^\.extern \.func(?: \([^)]*\))? (\w+)", ptx, re.M))
+    defined = set(re.findall(r"^(?:\.visible |\.weak )?\.func(?: \([^)]*\))? (\w+)", ptx, re.M))
+    return sorted(declared - defined)
+
+
+def compile_kernel(arch, dtype, nccl_device_bc, library):
+    sig, constants = signature(dtype)
+    source = triton.compiler.ASTSource(fn=tp_tail_triton, signature=sig, constexprs=constants)
+    target = triton.backends.compiler.GPUTarget("cuda", arch, 32)
+    options = {"num_warps": NUM_WARPS, "num_stages": 1,
+               "extern_libs": extern_libs(nccl_device_bc, library)}
+    return triton.compile(source, target=target, options=options)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--arch", type=int, required=True, help="compute capability, e.g. 90")
+    parser.add_argument("--dtype", choices=sorted(DTYPES), required=True)
+    parser.add_argument("--nccl-device-bc", required=True, help="NCCL's libnccl_device.bc")
+    parser.add_argument("--library", default=os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                                         "symm_comm_nccl.bc"))
+    parser.add_argument("--out", required=True, help="directory for the cubin, PTX and JSON")
+    args = parser.parse_args()
+    for path in (args.nccl_device_bc, args.library):
+        if not os.path.isfile(path):
+            print(f"error: {path} not found", file=sys.stderr)
+            return 2
+    kernel = compile_kernel(args.arch, args.dtype, args.nccl_device_bc, args.library)
+    ptx = kernel.asm["ptx"]
+    missing = unresolved(ptx)
+    if missing:
+        print(f"error: the PTX calls functions nothing defines: {', '.join(missing)}", file=sys.stderr)
+        return 1
+    os.makedirs(args.out, exist_ok=True)
+    stem = os.path.join(args.out, "tp_tail_triton")
+    with open(stem + ".cubin", "wb") as f:
+        f.write(kernel.asm["cubin"])
+    with open(stem + ".ptx", "w") as f:
+        f.write(ptx)
+    sig, _ = signature(args.dtype)
+    meta = {
+        "name": kernel.metadata.name,
+        "num_warps": kernel.metadata.num_warps,
+        "shared": kernel.metadata.shared,
+        "params": [name for name, kind in sig.items() if kind != "constexpr"],
+        "triton": triton.__version__,
+        "arch": args.arch,
+        "dtype": args.dtype,
+    }
+    for key in ("global_scratch_size", "profile_scratch_size"):
+        meta[key] = getattr(kernel.metadata, key, 0)
+    with open(stem + ".json", "w") as f:
+        json.dump(meta, f, indent=1)
+    print(json.dumps(meta))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
