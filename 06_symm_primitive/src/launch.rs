@@ -33,6 +33,30 @@ pub struct LayerArgs {
     pub status: u64,
 }
 
+impl LayerArgs {
+    /// `tp_tail_fused`'s parameters in its order, as the driver takes them:
+    /// pointers into `self`, which must stay in place until the launch
+    /// returns. (Triton's kernel takes the same ones but `dtype`.)
+    pub(crate) fn param_ptrs(&mut self) -> [*mut c_void; 14] {
+        [
+            (&mut self.context as *mut u64).cast(),
+            (&mut self.buffer as *mut u64).cast(),
+            (&mut self.byte_offset as *mut usize).cast(),
+            (&mut self.x as *mut u64).cast(),
+            (&mut self.w as *mut u64).cast(),
+            (&mut self.residual as *mut u64).cast(),
+            (&mut self.gamma as *mut u64).cast(),
+            (&mut self.out as *mut u64).cast(),
+            (&mut self.tokens as *mut i32).cast(),
+            (&mut self.hidden as *mut i32).cast(),
+            (&mut self.k as *mut i32).cast(),
+            (&mut self.eps as *mut f32).cast(),
+            (&mut self.dtype as *mut i32).cast(),
+            (&mut self.status as *mut u64).cast(),
+        ]
+    }
+}
+
 /// `tp_tail_fused<<<blocks, threads>>>`, cooperative.
 ///
 /// # Safety
@@ -43,40 +67,9 @@ pub unsafe fn fused(
     blocks: u32,
     threads: u32,
     stream: &CudaStream,
-    args: LayerArgs,
+    mut args: LayerArgs,
 ) -> Result<()> {
-    let LayerArgs {
-        mut context,
-        mut buffer,
-        mut byte_offset,
-        mut x,
-        mut w,
-        mut residual,
-        mut gamma,
-        mut out,
-        mut tokens,
-        mut hidden,
-        mut k,
-        mut eps,
-        mut dtype,
-        mut status,
-    } = args;
-    let mut params: [*mut c_void; 14] = [
-        (&mut context as *mut u64).cast(),
-        (&mut buffer as *mut u64).cast(),
-        (&mut byte_offset as *mut usize).cast(),
-        (&mut x as *mut u64).cast(),
-        (&mut w as *mut u64).cast(),
-        (&mut residual as *mut u64).cast(),
-        (&mut gamma as *mut u64).cast(),
-        (&mut out as *mut u64).cast(),
-        (&mut tokens as *mut i32).cast(),
-        (&mut hidden as *mut i32).cast(),
-        (&mut k as *mut i32).cast(),
-        (&mut eps as *mut f32).cast(),
-        (&mut dtype as *mut i32).cast(),
-        (&mut status as *mut u64).cast(),
-    ];
+    let mut params = args.param_ptrs();
     cu::launch_cooperative_kernel(
         kernel,
         (blocks, 1, 1),

@@ -49,7 +49,7 @@
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
-use common::nccl::{loaded_nccl, Communicator, NcclBuffer, Window};
+use common::nccl::{Communicator, NcclBuffer, Window};
 use common::setup;
 use common::{CannotRun, Lesson, NcclVersion, Needs, RankContext};
 use cudarc::driver::{sys as cu_sys, CudaContext};
@@ -213,35 +213,23 @@ fn symm_primitive_lesson(ctx: &RankContext, args: &Args) -> Result<()> {
                 // The Triton kernel links NCCL's device library itself; NCCL
                 // is called directly for the device communicator, with
                 // 2.32.3's requirements layout, as on the jit route.
-                let nccl = loaded_nccl()?;
-                let nccl_bc = triton::nccl_device_bitcode(nccl.version, &nccl.path)?;
-                let python = triton::find_python(&triton::python_candidates(
-                    std::env::var_os("TRITON_PYTHON").as_ref(),
-                    std::env::var_os("VIRTUAL_ENV").as_ref(),
-                ))?;
+                let here = triton::build_for_this_process(major, minor, dtype, &cache)?;
                 if ctx.is_root() {
                     eprintln!(
                         "note: build route: triton (Triton {} from {}, with {})",
-                        python.triton,
-                        python.path.display(),
-                        nccl_bc.display()
+                        here.python.triton,
+                        here.python.path.display(),
+                        here.nccl_bitcode.display()
                     );
                 }
-                let built = triton::build_or_reuse(
-                    &python,
-                    major as u32 * 10 + minor as u32,
-                    dtype,
-                    &nccl_bc,
-                    &cache,
-                )?;
-                let shim = Shim::direct(&nccl.path, nccl.version)?;
+                let shim = Shim::direct(&here.nccl_library, triton::NCCL)?;
                 Ok((
-                    built.cubin(),
+                    here.built.cubin(),
                     "triton",
                     Some(shim),
-                    built.build.seconds,
-                    built.build.compiled,
-                    Some(built.meta),
+                    here.built.build.seconds,
+                    here.built.build.compiled,
+                    Some(here.built.meta),
                 ))
             }
             Backend::Nccl => {

@@ -312,6 +312,42 @@ pub fn build_or_reuse(
     Ok(Built { build, meta })
 }
 
+/// A Triton build for this process, and what it was made with.
+pub struct ForThisProcess {
+    pub built: Built,
+    pub python: Python,
+    /// The loaded NCCL's `libnccl.so.2` and its `libnccl_device.bc`.
+    pub nccl_library: PathBuf,
+    pub nccl_bitcode: PathBuf,
+}
+
+/// Builds (or reuses) the Triton kernel for the GPU of compute capability
+/// `major.minor` and the NCCL this process loaded: checks that NCCL is the
+/// bitcode's release and finds its `libnccl_device.bc`, then a Python with
+/// Triton (`TRITON_PYTHON`, the active virtual environment's, `python3`).
+/// Each check that fails is an exit 2 with the fix.
+pub fn build_for_this_process(
+    major: i32,
+    minor: i32,
+    dtype: Dtype,
+    cache_root: &CacheRoot,
+) -> Result<ForThisProcess> {
+    let nccl = common::nccl::loaded_nccl()?;
+    let nccl_bitcode = nccl_device_bitcode(nccl.version, &nccl.path)?;
+    let python = find_python(&python_candidates(
+        std::env::var_os("TRITON_PYTHON").as_ref(),
+        std::env::var_os("VIRTUAL_ENV").as_ref(),
+    ))?;
+    let arch = (major * 10 + minor) as u32;
+    let built = build_or_reuse(&python, arch, dtype, &nccl_bitcode, cache_root)?;
+    Ok(ForThisProcess {
+        built,
+        python,
+        nccl_library: nccl.path,
+        nccl_bitcode,
+    })
+}
+
 /// Lets the kernel use `meta.shared` bytes of dynamic shared memory (the
 /// default limit is 48 KiB).
 ///
@@ -348,39 +384,26 @@ pub unsafe fn launch(
     stream: &CudaStream,
     args: LayerArgs,
 ) -> Result<()> {
-    let LayerArgs {
-        mut context,
-        mut buffer,
-        byte_offset,
-        mut x,
-        mut w,
-        mut residual,
-        mut gamma,
-        mut out,
-        mut tokens,
-        mut hidden,
-        mut k,
-        mut eps,
-        mut status,
-        ..
-    } = args;
-    let mut byte_offset = byte_offset as i64;
+    let mut args = args;
+    // (`byte_offset` is a usize there and Triton's i64 here: the same 8 bytes.)
+    let fused = args.param_ptrs();
     // Triton's two hidden parameters: global and profile scratch.
     let (mut global_scratch, mut profile_scratch) = (0u64, 0u64);
+    // tp_tail_fused's parameters without `dtype` (compiled in), then those two.
     let mut params: [*mut c_void; 15] = [
-        (&mut context as *mut u64).cast(),
-        (&mut buffer as *mut u64).cast(),
-        (&mut byte_offset as *mut i64).cast(),
-        (&mut x as *mut u64).cast(),
-        (&mut w as *mut u64).cast(),
-        (&mut residual as *mut u64).cast(),
-        (&mut gamma as *mut u64).cast(),
-        (&mut out as *mut u64).cast(),
-        (&mut tokens as *mut i32).cast(),
-        (&mut hidden as *mut i32).cast(),
-        (&mut k as *mut i32).cast(),
-        (&mut eps as *mut f32).cast(),
-        (&mut status as *mut u64).cast(),
+        fused[0],
+        fused[1],
+        fused[2],
+        fused[3],
+        fused[4],
+        fused[5],
+        fused[6],
+        fused[7],
+        fused[8],
+        fused[9],
+        fused[10],
+        fused[11],
+        fused[13],
         (&mut global_scratch as *mut u64).cast(),
         (&mut profile_scratch as *mut u64).cast(),
     ];

@@ -418,14 +418,7 @@ fn bench(ctx: &RankContext, args: &Args) -> Result<()> {
             // The Triton kernel, built (rank 0 first) and loaded when timed.
             let triton_module = if args.contenders.contains(&Contender::Triton) {
                 let build = || -> Result<triton::Built> {
-                    let nccl = common::nccl::loaded_nccl()?;
-                    let nccl_bc = triton::nccl_device_bitcode(nccl.version, &nccl.path)?;
-                    let python = triton::find_python(&triton::python_candidates(
-                        std::env::var_os("TRITON_PYTHON").as_ref(),
-                        std::env::var_os("VIRTUAL_ENV").as_ref(),
-                    ))?;
-                    let arch = major as u32 * 10 + minor as u32;
-                    triton::build_or_reuse(&python, arch, dtype, &nccl_bc, &cache)
+                    Ok(triton::build_for_this_process(major, minor, dtype, &cache)?.built)
                 };
                 let first = if ctx.is_root() {
                     build().map(Some)
