@@ -116,6 +116,20 @@ fn main() -> ExitCode {
     )
 }
 
+/// What Step 2 made, whichever the route.
+struct Built {
+    cubin: std::path::PathBuf,
+    /// `nvcc`, `jit`, `nvshmem` or `triton`.
+    route: &'static str,
+    /// How the NCCL backend makes its device communicator.
+    shim: Option<Shim>,
+    seconds: f64,
+    /// False when the cache held the build.
+    compiled: bool,
+    /// The Triton kernel's name, block size and shared memory (`--kernel triton`).
+    triton: Option<triton::Meta>,
+}
+
 /// What holds this rank's symmetric buffer, per backend.
 enum Symmetric<'nccl, 'nvshmem> {
     // NOTE: fields drop in declaration order, which is the teardown order
@@ -199,14 +213,6 @@ fn symm_primitive_lesson(ctx: &RankContext, args: &Args) -> Result<()> {
     // cache filled instead of all compiling at once.
     let arch = format!("sm_{major}{minor}");
     let cache = Env::from_process().cache_root(CACHE_NAME);
-    type Built = (
-        std::path::PathBuf,
-        &'static str,
-        Option<Shim>,
-        f64,
-        bool,
-        Option<triton::Meta>,
-    );
     let build = || -> Result<Built> {
         match args.backend {
             Backend::Nccl if args.kernel == Kernel::Triton => {
@@ -223,14 +229,14 @@ fn symm_primitive_lesson(ctx: &RankContext, args: &Args) -> Result<()> {
                     );
                 }
                 let shim = Shim::direct(&here.nccl_library, triton::NCCL)?;
-                Ok((
-                    here.built.cubin(),
-                    "triton",
-                    Some(shim),
-                    here.built.build.seconds,
-                    here.built.build.compiled,
-                    Some(here.built.meta),
-                ))
+                Ok(Built {
+                    cubin: here.built.cubin(),
+                    route: "triton",
+                    shim: Some(shim),
+                    seconds: here.built.build.seconds,
+                    compiled: here.built.build.compiled,
+                    triton: Some(here.built.meta),
+                })
             }
             Backend::Nccl => {
                 let mut chosen = symm_primitive::choose_route(args.build, major, minor)?;
@@ -244,14 +250,14 @@ fn symm_primitive_lesson(ctx: &RankContext, args: &Args) -> Result<()> {
                     eprintln!("note: build route: {} ({})", chosen.plan.name(), chosen.why);
                 }
                 let shim = built.dev_comm_maker()?;
-                Ok((
-                    built.cubin.clone(),
-                    built.route,
-                    Some(shim),
-                    built.build.seconds,
-                    built.build.compiled,
-                    None,
-                ))
+                Ok(Built {
+                    cubin: built.cubin.clone(),
+                    route: built.route,
+                    shim: Some(shim),
+                    seconds: built.build.seconds,
+                    compiled: built.build.compiled,
+                    triton: None,
+                })
             }
             Backend::Nvshmem => {
                 let found = nvshmem::find(&nvshmem::Search::from_process())?;
@@ -269,14 +275,14 @@ fn symm_primitive_lesson(ctx: &RankContext, args: &Args) -> Result<()> {
                     );
                 }
                 let built = nvshmem::build_or_reuse(&target, &cache)?;
-                Ok((
-                    built.file(nvshmem::CUBIN),
-                    "nvshmem",
-                    None,
-                    built.seconds,
-                    built.compiled,
-                    None,
-                ))
+                Ok(Built {
+                    cubin: built.file(nvshmem::CUBIN),
+                    route: "nvshmem",
+                    shim: None,
+                    seconds: built.seconds,
+                    compiled: built.compiled,
+                    triton: None,
+                })
             }
         }
     };
@@ -285,11 +291,17 @@ fn symm_primitive_lesson(ctx: &RankContext, args: &Args) -> Result<()> {
     } else {
         Ok(None)
     };
-    let (cubin, route, shim, seconds, compiled, triton_meta) =
-        match ctx.all_ok(first.context("Step 2: build the library and kernels"))? {
-            Some(built) => built,
-            None => build().context("Step 2: build the library and kernels")?,
-        };
+    let Built {
+        cubin,
+        route,
+        shim,
+        seconds,
+        compiled,
+        triton: triton_meta,
+    } = match ctx.all_ok(first.context("Step 2: build the library and kernels"))? {
+        Some(built) => built,
+        None => build().context("Step 2: build the library and kernels")?,
+    };
     if ctx.is_root() {
         let how = if compiled {
             "built"
