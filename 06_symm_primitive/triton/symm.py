@@ -16,7 +16,6 @@ the first rule.
 
 import os
 
-import triton
 import triton.language as tl
 from triton.language import core
 

@@ -46,7 +46,7 @@ def tp_tail_triton(ctx, buffer, byte_offset, x, w, residual, gamma, out, tokens,
     pid = tl.program_id(0)
     programs = tl.num_programs(0)
     elem = buffer.dtype.element_ty
-    partial = buffer + byte_offset // elem.primitive_bitwidth * 8
+    partial = buffer + byte_offset // (elem.primitive_bitwidth // 8)
 
     # Compute: partial[t, i] = sum_j x[t, j] w[j, i], one tile at a time,
     # the tiles spread over the programs. fma in j order, as the CUDA kernel.
