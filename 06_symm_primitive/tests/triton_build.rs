@@ -91,7 +91,7 @@ fn build_bitcode_without_clang_20_exits_2_with_the_fix() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2), "{}", testkit::describe(&out));
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("need 20 or newer"), "{stderr}");
+    assert!(stderr.contains("needs 20 or newer"), "{stderr}");
     assert!(stderr.contains("fix: install clang 20"), "{stderr}");
     // No clang on PATH at all: only what the script needs before it looks.
     let bin = tempfile::tempdir().unwrap();
