@@ -22,8 +22,9 @@ use cudarc::driver::{sys as cu_sys, CudaStream};
 
 use device_build::shim::{DevComm, LlStaging};
 
-use crate::launch::{blocks_per_multiprocessor, launch_allreduce, AllReduceArgs, Module};
+use crate::launch::{blocks_per_multiprocessor, launch_allreduce, AllReduceArgs};
 use crate::{LL_UNITS_PER_BLOCK, THREADS};
+use device_build::Module;
 
 /// The most LSA ranks the fast kernels' unrolled loops cover (`MAX_LSA_RANKS`
 /// in the source).

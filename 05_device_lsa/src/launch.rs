@@ -1,51 +1,10 @@
-//! Loading a cubin and launching its kernels with the CUDA driver API.
+//! Launching lesson 05's kernels with the CUDA driver API (the cubin is
+//! loaded by `device_build::Module`).
 
-use std::ffi::{c_void, CString};
-use std::path::Path;
+use std::ffi::c_void;
 
 use anyhow::{Context, Result};
 use cudarc::driver::{result as cu, sys as cu_sys, CudaStream};
-
-/// A loaded CUDA module (`cuModuleLoadData`), unloaded on drop.
-pub struct Module(cu_sys::CUmodule);
-
-impl Module {
-    /// Reads `cubin` and loads it into the current context.
-    pub fn load(cubin: &Path) -> Result<Self> {
-        let image = std::fs::read(cubin).with_context(|| format!("read {}", cubin.display()))?;
-        // SAFETY: a context is current (the caller bound its GPU) and `image`
-        // is a complete ELF image that outlives the call.
-        let module =
-            unsafe { cu::module::load_data(image.as_ptr().cast()) }.context("cuModuleLoadData")?;
-        Ok(Self(module))
-    }
-
-    /// Takes ownership of a module the caller loaded with `cuModuleLoadData`.
-    pub fn adopt(raw: cu_sys::CUmodule) -> Self {
-        Self(raw)
-    }
-
-    /// The `CUmodule` handle.
-    pub fn raw(&self) -> cu_sys::CUmodule {
-        self.0
-    }
-
-    /// The kernel named `name` (an `extern "C"` name in the source).
-    pub fn function(&self, name: &str) -> Result<cu_sys::CUfunction> {
-        // SAFETY: the module is loaded.
-        unsafe { cu::module::get_function(self.0, CString::new(name)?) }
-            .with_context(|| format!("cuModuleGetFunction({name})"))
-    }
-}
-
-impl Drop for Module {
-    fn drop(&mut self) {
-        // SAFETY: loaded in `load` and not used after this.
-        if let Err(err) = unsafe { cu::module::unload(self.0) } {
-            eprintln!("warning: cleanup: cuModuleUnload: {err}");
-        }
-    }
-}
 
 /// How many blocks of `threads` threads of `kernel` one multiprocessor holds
 /// at once (`cuOccupancyMaxActiveBlocksPerMultiprocessor`, no dynamic

@@ -61,8 +61,9 @@ use cudarc::driver::{result as cu, sys as cu_sys, CudaContext};
 use device_build::route::Build;
 use device_build::shim::{check_lsa_team, DevComm};
 use device_build::Env;
+use device_build::Module;
 use device_lsa::fast::{self, FastKernels, FastOptions, GridPlan};
-use device_lsa::launch::{AllReduceArgs, Module};
+use device_lsa::launch::AllReduceArgs;
 use device_lsa::{build_chosen, choose_route, plan_include, CACHE_NAME, KERNEL_NAME, THREADS};
 
 /// Elements per buffer: 1M floats (4 MiB), as in NCCL's example.

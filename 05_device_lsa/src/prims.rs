@@ -17,8 +17,9 @@ use cudarc::driver::{sys as cu_sys, CudaStream};
 use device_build::shim::DevComm;
 
 use crate::fast::{twoshot_blocks, Residency};
-use crate::launch::{blocks_per_multiprocessor, launch_allreduce, AllReduceArgs, Module};
+use crate::launch::{blocks_per_multiprocessor, launch_allreduce, AllReduceArgs};
 use crate::THREADS;
+use device_build::Module;
 
 /// Which primitives kernel runs, and its grid.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -56,7 +56,7 @@ use cudarc::driver::{sys as cu_sys, CudaContext};
 use device_build::route::{self, Build};
 use device_build::shim::{check_lsa_team, DevComm, Shim};
 use device_build::Env;
-use device_lsa::launch::Module;
+use device_build::Module;
 use symm_primitive::context::{
     bytes_of, DeviceBytes, NcclSymmContext, NvshmemSymmContext, SymmContext, BACKEND_NCCL,
     BACKEND_NVSHMEM,

@@ -9,6 +9,12 @@
 //!   headers, plus a small host shim ([`shim`]) that owns every NCCL struct
 //!   whose layout changes between releases. Works from NCCL 2.28 on; needs a
 //!   CUDA toolkit.
+//! * [`jit`]: NVRTC and nvJitLink (from pip wheels or a toolkit), linked
+//!   with NCCL's own device library, `libnccl_device.ltoir`, through the C
+//!   API of `nccl_device_wrapper.h`. NCCL 2.32.3; no toolkit.
+//!
+//! [`route`] chooses between them (`--build auto|nvcc|jit`), and [`Module`]
+//! loads what either made.
 //!
 //! Both routes cache their output under the same rules ([`cache`]): a
 //! directory private to this user, never half-written, named by a hash of
@@ -17,12 +23,14 @@
 pub mod cache;
 pub mod env;
 pub mod jit;
+pub mod module;
 pub mod nvcc;
 pub mod route;
 pub mod shim;
 
 pub use cache::CacheRoot;
 pub use env::Env;
+pub use module::Module;
 
 /// One CUDA source file of a program, compiled into `<stem>.cubin`. The
 /// program owns its sources (`include_str!`); this crate only builds them.

@@ -60,8 +60,9 @@ use cudarc::driver::{sys as cu_sys, CudaContext};
 use device_build::route::{Build, Plan};
 use device_build::shim::{check_lsa_team, DevComm};
 use device_build::Env;
+use device_build::Module;
 use device_lsa::fast::{self, FastKernels, FastOptions, GridPlan, Path};
-use device_lsa::launch::{launch_allreduce, AllReduceArgs, Module};
+use device_lsa::launch::{launch_allreduce, AllReduceArgs};
 use device_lsa::prims::{self, PrimsKernels};
 use device_lsa::{build, build_chosen, choose_route, Built, CACHE_NAME, KERNEL_NAME, THREADS};
 

@@ -57,8 +57,9 @@ use cudarc::driver::{result as cu, sys as cu_sys, CudaContext, CudaStream};
 use device_build::route::{self, Build};
 use device_build::shim::{check_lsa_team, DevComm};
 use device_build::Env;
+use device_build::Module;
 use device_lsa::fast::{self, FastKernels, FastOptions};
-use device_lsa::launch::{AllReduceArgs, Module};
+use device_lsa::launch::AllReduceArgs;
 use symm_primitive::codes::{self, Call};
 use symm_primitive::context::{
     bytes_of, DeviceBytes, NcclSymmContext, NvshmemSymmContext, SymmContext, BACKEND_NCCL,
