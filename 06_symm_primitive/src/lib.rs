@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Result;
 use common::nccl::loaded_nccl;
-use common::{CannotRun, NcclVersion};
+use common::{CannotRun, NcclVersion, RankContext};
 use device_build::route::{self, Build, Chosen, Plan, Program};
 use device_build::shim::Shim;
 use device_build::{cache, jit, nvcc, CacheRoot, Env, Source};
@@ -249,4 +249,28 @@ pub fn check_kernel(kernel: Kernel, backend: Backend) -> Result<(), CannotRun> {
         ));
     }
     Ok(())
+}
+
+/// The grid every rank launches: one block per multiprocessor of the
+/// smallest GPU among the ranks. The calling convention wants the same grid
+/// on every rank, and every block resident at once on each GPU; with one
+/// model of GPU everywhere this is its multiprocessor count.
+pub fn agreed_blocks(ctx: &RankContext, multiprocessors: u32) -> anyhow::Result<u32> {
+    let fewest = ctx
+        .gather(multiprocessors.to_le_bytes().to_vec())?
+        .map(|all| {
+            all.iter()
+                .filter_map(|b| {
+                    b.get(..4)
+                        .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+                })
+                .min()
+                .unwrap_or(multiprocessors)
+        });
+    let agreed = ctx.broadcast_vec(fewest.unwrap_or(0).to_le_bytes().to_vec())?;
+    let agreed = agreed
+        .get(..4)
+        .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        .filter(|&n| n > 0);
+    agreed.ok_or_else(|| anyhow::anyhow!("the ranks could not agree on a grid"))
 }

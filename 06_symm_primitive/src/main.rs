@@ -473,9 +473,11 @@ fn symm_primitive_lesson(ctx: &RankContext, args: &Args) -> Result<()> {
     // must fit on the GPU at once; cuLaunchCooperativeKernel checks that.
     // One block of 512 threads per multiprocessor fits (launch bounds; the
     // Triton kernel's 16 warps of at most 128 registers each, too).
-    let blocks = gpu
+    // Every rank launches the same grid: the smallest GPU's multiprocessors.
+    let multiprocessors = gpu
         .attribute(cu_sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
         .context("Step 7: multiprocessor count")? as u32;
+    let blocks = symm_primitive::agreed_blocks(ctx, multiprocessors).context("Step 7: the grid")?;
     if ctx.is_root() {
         let threads = triton_meta.as_ref().map_or(THREADS, triton::Meta::threads);
         eprintln!("note: {kernel_name} on {blocks} blocks x {threads} threads");

@@ -38,8 +38,10 @@ pub const LIBRARY_RECORD: &str = include_str!("../triton/symm_comm_nccl.txt");
 /// communicator's layout is that release's, so the loaded NCCL (which makes
 /// the communicator and whose `libnccl_device.bc` is linked) must be it.
 pub const NCCL: NcclVersion = NcclVersion::new(2, 32, 3);
-/// The oldest Triton seen reading the library's bitcode and NCCL's (LLVM 20)
-/// and linking them (3.6.0, with LLVM 22).
+/// The oldest Triton accepted: 3.6.0 is the one seen reading the library's
+/// bitcode and NCCL's and linking them; older ones were not tried. A newer
+/// one is taken, and [`Meta::check`] refuses its kernel if its parameters
+/// differ from 3.6's.
 pub const MIN_TRITON: (u32, u32) = (3, 6);
 
 /// The files a build leaves in its cache directory.
@@ -56,6 +58,9 @@ pub struct Meta {
     pub shared: u32,
     /// The kernel's own parameters, in order (Triton appends two hidden ones).
     pub params: Vec<String>,
+    /// How many parameters the compiled entry takes, hidden ones included
+    /// (counted in its PTX).
+    pub entry_params: usize,
     pub triton: String,
     #[serde(default)]
     pub global_scratch_size: u64,
@@ -94,6 +99,14 @@ impl Meta {
             "the Triton kernel takes ({}), the host passes ({})",
             self.params.join(", "),
             PARAMS.join(", ")
+        );
+        // Triton 3.6 appends two hidden parameters; another release may not.
+        ensure!(
+            self.entry_params == PARAMS.len() + 2,
+            "the compiled Triton kernel takes {} parameters; this host passes {} ({} and Triton 3.6's two scratch pointers): a Triton that adds other hidden parameters needs this host changed",
+            self.entry_params,
+            PARAMS.len() + 2,
+            PARAMS.len()
         );
         ensure!(
             self.global_scratch_size == 0 && self.profile_scratch_size == 0,
@@ -155,7 +168,7 @@ pub fn find_python(candidates: &[PathBuf]) -> Result<Python, CannotRun> {
                     }),
                     _ => Err(CannotRun::new(
                         format!(
-                            "{} has Triton {triton}; the library's bitcode and NCCL's libnccl_device.bc (LLVM 20) need Triton {}.{} or newer, whose LLVM reads them",
+                            "{} has Triton {triton}; this kernel needs Triton {}.{} or newer (3.6.0 is the release seen linking the library's bitcode and NCCL's; older ones were not tried)",
                             path.display(),
                             MIN_TRITON.0,
                             MIN_TRITON.1
@@ -187,7 +200,7 @@ pub fn nccl_device_bitcode(version: NcclVersion, library: &Path) -> Result<PathB
                 "the Triton kernel's library was built against NCCL {NCCL}'s device headers (its ncclDevComm layout), but the loaded NCCL is {version}"
             ),
             format!(
-                "load NCCL {NCCL}: pip install nvidia-nccl-cu13=={NCCL}, then NCCL_HOME=<site-packages>/nvidia/nccl (the launcher finds it in the active environment too)"
+                "load NCCL {NCCL} beside the one your environment pins (PyTorch pins its own): pip install --target ~/nccl-{NCCL} nvidia-nccl-cu13=={NCCL}, then NCCL_HOME=~/nccl-{NCCL}/nvidia/nccl"
             ),
         ));
     }
@@ -201,7 +214,7 @@ pub fn nccl_device_bitcode(version: NcclVersion, library: &Path) -> Result<PathB
                 "no libnccl_device.bc beside {}: Triton links NCCL's device library from it",
                 library.display()
             ),
-            format!("use NCCL {NCCL} from its pip wheel (nvidia-nccl-cu13=={NCCL}), which ships it in nvidia/nccl/lib"),
+            format!("use NCCL {NCCL} from its pip wheel, which ships it in nvidia/nccl/lib: pip install --target ~/nccl-{NCCL} nvidia-nccl-cu13=={NCCL}, then NCCL_HOME=~/nccl-{NCCL}/nvidia/nccl"),
         )
     })
 }
@@ -312,6 +325,22 @@ pub fn build_or_reuse(
     Ok(Built { build, meta })
 }
 
+/// NCCL 2.32.3's `libnccl_device.bc` is built for sm_90 and uses its
+/// `multimem` instructions, so ptxas refuses it for older GPUs (seen for
+/// sm_80 and sm_89: "Feature 'multimem.red' requires .target sm_90 or
+/// higher"): the Triton kernel needs a Hopper GPU or newer.
+pub fn check_gpu(major: i32, minor: i32) -> Result<(), CannotRun> {
+    if major < 9 {
+        return Err(CannotRun::new(
+            format!(
+                "this GPU has compute capability {major}.{minor}; the Triton kernel links NCCL 2.32.3's libnccl_device.bc, which is built for sm_90 (Hopper) and newer"
+            ),
+            "run --kernel triton on a Hopper or newer GPU, or the CUDA kernel (--kernel cuda) here",
+        ));
+    }
+    Ok(())
+}
+
 /// A Triton build for this process, and what it was made with.
 pub struct ForThisProcess {
     pub built: Built,
@@ -332,6 +361,7 @@ pub fn build_for_this_process(
     dtype: Dtype,
     cache_root: &CacheRoot,
 ) -> Result<ForThisProcess> {
+    check_gpu(major, minor)?;
     let nccl = common::nccl::loaded_nccl()?;
     let nccl_bitcode = nccl_device_bitcode(nccl.version, &nccl.path)?;
     let python = find_python(&python_candidates(
@@ -518,6 +548,18 @@ mod tests {
     }
 
     #[test]
+    fn a_gpu_older_than_hopper_is_refused() {
+        let err = check_gpu(8, 9).unwrap_err();
+        assert!(
+            err.reason.contains("compute capability 8.9"),
+            "{}",
+            err.reason
+        );
+        assert!(err.fix.contains("--kernel cuda"), "{}", err.fix);
+        assert!(check_gpu(9, 0).is_ok() && check_gpu(10, 0).is_ok());
+    }
+
+    #[test]
     fn another_nccl_release_than_the_bitcode_s_is_refused() {
         let dir = tempfile::tempdir().unwrap();
         let lib = dir.path().join("libnccl.so.2");
@@ -529,6 +571,7 @@ mod tests {
             err.reason
         );
         assert!(err.fix.contains("nvidia-nccl-cu13==2.32.3"), "{}", err.fix);
+        assert!(err.fix.contains("--target"), "{}", err.fix);
         // The right release without its device bitcode.
         let err = nccl_device_bitcode(NCCL, &lib).unwrap_err();
         assert!(
@@ -551,6 +594,7 @@ mod tests {
             shared: 64,
             params: PARAMS.iter().map(|s| s.to_string()).collect(),
             triton: "3.6.0".into(),
+            entry_params: 15,
             global_scratch_size: 0,
             profile_scratch_size: 0,
         };
@@ -559,6 +603,9 @@ mod tests {
         meta.params.swap(0, 1);
         assert!(meta.check().is_err());
         meta.params.swap(0, 1);
+        meta.entry_params = 16;
+        assert!(meta.check().is_err());
+        meta.entry_params = 15;
         meta.global_scratch_size = 16;
         assert!(meta.check().is_err());
     }

@@ -115,10 +115,18 @@ def signature(dtype):
 
 
 def unresolved(ptx):
-    """Functions the PTX calls but does not define: must be none."""
-    declared = set(re.findall(r"^\.extern \.func(?: \([^)]*\))? (\w+)", ptx, re.M))
-    defined = set(re.findall(r"^(?:\.visible |\.weak )?\.func(?: \([^)]*\))? (\w+)", ptx, re.M))
+    """Functions the PTX declares but does not define: must be none (ptxas
+    refuses such PTX first; this names them if it did not)."""
+    func = r"\.func\s+(?:\([^)]*\)\s*)?(\w+)"
+    declared = set(re.findall(r"^\.extern\s+" + func, ptx, re.M))
+    defined = set(re.findall(r"^(?:\.visible\s+|\.weak\s+)?" + func + r"\s*\(", ptx, re.M))
     return sorted(declared - defined)
+
+
+def entry_params(ptx, name):
+    """How many parameters the kernel's entry takes, hidden ones included."""
+    match = re.search(r"\.entry\s+" + name + r"\s*\(([^)]*)\)", ptx)
+    return len(re.findall(r"\.param\s", match.group(1))) if match else -1
 
 
 def compile_kernel(arch, dtype, nccl_device_bc, library):
@@ -132,9 +140,11 @@ def compile_kernel(arch, dtype, nccl_device_bc, library):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--arch", type=int, required=True, help="compute capability, e.g. 90")
+    parser.add_argument("--arch", type=int, required=True,
+                        help="compute capability, e.g. 90 (NCCL 2.32.3's device library needs 90 or newer)")
     parser.add_argument("--dtype", choices=sorted(DTYPES), required=True)
-    parser.add_argument("--nccl-device-bc", required=True, help="NCCL's libnccl_device.bc")
+    parser.add_argument("--nccl-device-bc", required=True,
+                        help="NCCL 2.32.3's libnccl_device.bc (the release the library's bitcode was built against)")
     parser.add_argument("--library", default=os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                                          "symm_comm_nccl.bc"))
     parser.add_argument("--out", required=True, help="directory for the cubin, PTX and JSON")
@@ -161,6 +171,7 @@ def main():
         "num_warps": kernel.metadata.num_warps,
         "shared": kernel.metadata.shared,
         "params": [name for name, kind in sig.items() if kind != "constexpr"],
+        "entry_params": entry_params(ptx, kernel.metadata.name),
         "triton": triton.__version__,
         "arch": args.arch,
         "dtype": args.dtype,

@@ -303,9 +303,11 @@ fn bench(ctx: &RankContext, args: &Args) -> Result<()> {
     let stream = gpu.new_stream().context("create a stream")?;
     let arch = format!("sm_{major}{minor}");
     let cache = Env::from_process().cache_root(CACHE_NAME);
-    let blocks = gpu
+    let multiprocessors = gpu
         .attribute(cu_sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
         .context("multiprocessor count")? as u32;
+    // The same grid on every rank (symm_all_reduce's calling convention).
+    let blocks = symm_primitive::agreed_blocks(ctx, multiprocessors)?;
     let window_bytes = if args.bad_input {
         1 << 20
     } else {
