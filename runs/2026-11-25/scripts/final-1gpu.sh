@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The session's last GPU calls (one H200), after its last change to GPU code
-# (symm_comm.cuh's C-API switch and stores for clang's bitcode build):
+# (calls 23/24: symm_comm.cuh's C API and stores for clang's bitcode build;
+# calls 25/26: the grid agreed across ranks, Module in device_build):
 #   PART=1 (carry .carry/final.txz, final-stage.sh): both suites at
 #          GPU_TEST_RANKS=1 on the machine's NCCL;
 #   PART=2 (carry .nccl/nccl-2.32.3.tar.xz, on the same warm machine):
