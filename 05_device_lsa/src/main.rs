@@ -60,8 +60,8 @@ use common::{CannotRun, Lesson, NcclVersion, Needs, RankContext};
 use cudarc::driver::{result as cu, sys as cu_sys, CudaContext};
 use device_build::route::Build;
 use device_build::shim::{check_lsa_team, DevComm};
-use device_build::Env;
 use device_build::Module;
+use device_build::{cache, Env};
 use device_lsa::fast::{self, FastKernels, FastOptions, GridPlan};
 use device_lsa::launch::AllReduceArgs;
 use device_lsa::{build_chosen, choose_route, plan_include, CACHE_NAME, KERNEL_NAME, THREADS};
@@ -146,16 +146,9 @@ fn device_lsa(ctx: &RankContext, args: &Args) -> Result<()> {
             .context("Step 2: choose how to build the kernels"),
     )?;
     let cache = Env::from_process().cache_root(CACHE_NAME);
-    let mut build = || build_chosen(args.build, &mut chosen, &cache, (major, minor), false);
-    let first = if ctx.is_root() {
-        build().map(Some)
-    } else {
-        Ok(None)
-    };
-    let built = match ctx.all_ok(first.context("Step 2: build the kernels"))? {
-        Some(built) => built,
-        None => build().context("Step 2: build the kernels")?,
-    };
+    let built = cache::root_first(ctx, "Step 2: build the kernels", || {
+        build_chosen(args.build, &mut chosen, &cache, (major, minor), false)
+    })?;
     if ctx.is_root() {
         eprintln!("note: build route: {} ({})", chosen.plan.name(), chosen.why);
     }

@@ -55,8 +55,8 @@ use common::{CannotRun, Lesson, NcclVersion, Needs, RankContext};
 use cudarc::driver::{sys as cu_sys, CudaContext};
 use device_build::route::{self, Build};
 use device_build::shim::{check_lsa_team, DevComm, Shim};
-use device_build::Env;
 use device_build::Module;
+use device_build::{cache, Env};
 use symm_primitive::context::{
     bytes_of, DeviceBytes, NcclSymmContext, NvshmemSymmContext, SymmContext, BACKEND_NCCL,
     BACKEND_NVSHMEM,
@@ -286,11 +286,6 @@ fn symm_primitive_lesson(ctx: &RankContext, args: &Args) -> Result<()> {
             }
         }
     };
-    let first = if ctx.is_root() {
-        build().map(Some)
-    } else {
-        Ok(None)
-    };
     let Built {
         cubin,
         route,
@@ -298,10 +293,7 @@ fn symm_primitive_lesson(ctx: &RankContext, args: &Args) -> Result<()> {
         seconds,
         compiled,
         triton: triton_meta,
-    } = match ctx.all_ok(first.context("Step 2: build the library and kernels"))? {
-        Some(built) => built,
-        None => build().context("Step 2: build the library and kernels")?,
-    };
+    } = cache::root_first(ctx, "Step 2: build the library and kernels", build)?;
     if ctx.is_root() {
         let how = if compiled {
             "built"

@@ -17,8 +17,28 @@ use std::time::Instant;
 
 use anyhow::{Context, Result};
 use common::cleanup::{self, OwnedDir};
-use common::CannotRun;
+use common::{CannotRun, RankContext};
 use sha2::{Digest, Sha256};
+
+/// Runs `build` on rank 0 first and, once it has succeeded there, on every
+/// other rank, which then finds the build in the cache instead of all ranks
+/// compiling at once. Collective: when rank 0's build fails, every rank
+/// fails (rank 0 with its reason, `what` as its context).
+pub fn root_first<T>(
+    ctx: &RankContext,
+    what: &str,
+    mut build: impl FnMut() -> Result<T>,
+) -> Result<T> {
+    let first = if ctx.is_root() {
+        build().map(Some)
+    } else {
+        Ok(None)
+    };
+    match ctx.all_ok(first.with_context(|| what.to_string()))? {
+        Some(built) => Ok(built),
+        None => build().with_context(|| what.to_string()),
+    }
+}
 
 /// Where builds are kept between runs.
 #[derive(Debug, Clone, PartialEq, Eq)]

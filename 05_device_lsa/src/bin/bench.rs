@@ -59,12 +59,12 @@ use common::{parse_size, CannotRun, Lesson, NcclVersion, Needs, RankContext};
 use cudarc::driver::{sys as cu_sys, CudaContext};
 use device_build::route::{Build, Plan};
 use device_build::shim::{check_lsa_team, DevComm};
-use device_build::Env;
 use device_build::Module;
+use device_build::{cache, Env};
 use device_lsa::fast::{self, FastKernels, FastOptions, GridPlan, Path};
 use device_lsa::launch::{launch_allreduce, AllReduceArgs};
 use device_lsa::prims::{self, PrimsKernels};
-use device_lsa::{build, build_chosen, choose_route, Built, CACHE_NAME, KERNEL_NAME, THREADS};
+use device_lsa::{build, build_chosen, choose_route, CACHE_NAME, KERNEL_NAME, THREADS};
 
 /// The contenders, in the order of the README's steps.
 #[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
@@ -295,20 +295,11 @@ fn bench(ctx: &RankContext, args: &Args) -> Result<()> {
         _ => None,
     };
     let cache = Env::from_process().cache_root(CACHE_NAME);
-    let mut build_all = || -> Result<(Built, Option<Built>)> {
+    let (built, jit_built) = cache::root_first(ctx, "build the kernels", || {
         let lesson = build_chosen(args.build, &mut chosen, &cache, (major, minor), wants_jit)?;
         let jit = jit_plan.as_ref().map(|p| build(p, &cache)).transpose()?;
         Ok((lesson, jit))
-    };
-    let first = if ctx.is_root() {
-        build_all().map(Some)
-    } else {
-        Ok(None)
-    };
-    let (built, jit_built) = match ctx.all_ok(first.context("build the kernels"))? {
-        Some(built) => built,
-        None => build_all().context("build the kernels")?,
-    };
+    })?;
     if ctx.is_root() {
         eprintln!("note: build route: {} ({})", chosen.plan.name(), chosen.why);
     }

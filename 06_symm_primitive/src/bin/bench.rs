@@ -56,8 +56,8 @@ use common::{CannotRun, Lesson, NcclVersion, Needs, RankContext};
 use cudarc::driver::{result as cu, sys as cu_sys, CudaContext, CudaStream};
 use device_build::route::{self, Build};
 use device_build::shim::{check_lsa_team, DevComm};
-use device_build::Env;
 use device_build::Module;
+use device_build::{cache, Env};
 use device_lsa::fast::{self, FastKernels, FastOptions};
 use device_lsa::launch::AllReduceArgs;
 use symm_primitive::codes::{self, Call};
@@ -318,19 +318,10 @@ fn bench(ctx: &RankContext, args: &Args) -> Result<()> {
     match args.backend {
         Backend::Nvshmem => {
             let found = nvshmem::find(&nvshmem::Search::from_process())?;
-            let build = || -> Result<std::path::PathBuf> {
+            let cubin = cache::root_first(ctx, "build the NVSHMEM module", || {
                 let target = nvshmem::Target::find(&Env::from_process(), &arch, found.clone())?;
                 Ok(nvshmem::build_or_reuse(&target, &cache)?.file(nvshmem::CUBIN))
-            };
-            let first = if ctx.is_root() {
-                build().map(Some)
-            } else {
-                Ok(None)
-            };
-            let cubin = match ctx.all_ok(first.context("build the NVSHMEM module"))? {
-                Some(c) => c,
-                None => build()?,
-            };
+            })?;
             // The heap must hold every region of a trial (NVSHMEM's default is 1 GiB).
             if std::env::var_os("NVSHMEM_SYMMETRIC_SIZE").is_none() {
                 std::env::set_var(
@@ -387,7 +378,7 @@ fn bench(ctx: &RankContext, args: &Args) -> Result<()> {
                     .context("choose lesson 05's route"),
             )?;
             let cache05 = Env::from_process().cache_root(device_lsa::CACHE_NAME);
-            let mut build_all = || -> Result<(symm_primitive::NcclBuilt, device_lsa::Built)> {
+            let (built, built05) = cache::root_first(ctx, "build the kernels", || {
                 Ok((
                     route::build_or_fall_back(
                         args.build,
@@ -403,16 +394,7 @@ fn bench(ctx: &RankContext, args: &Args) -> Result<()> {
                         false,
                     )?,
                 ))
-            };
-            let first = if ctx.is_root() {
-                build_all().map(Some)
-            } else {
-                Ok(None)
-            };
-            let (built, built05) = match ctx.all_ok(first.context("build the kernels"))? {
-                Some(b) => b,
-                None => build_all()?,
-            };
+            })?;
             if ctx.is_root() {
                 eprintln!("note: build route: {} ({})", chosen.plan.name(), chosen.why);
             }
@@ -420,18 +402,9 @@ fn bench(ctx: &RankContext, args: &Args) -> Result<()> {
             let mut kernels = kernels(&module)?;
             // The Triton kernel, built (rank 0 first) and loaded when timed.
             let triton_module = if args.contenders.contains(&Contender::Triton) {
-                let build = || -> Result<triton::Built> {
+                let built = cache::root_first(ctx, "build the Triton kernel", || {
                     Ok(triton::build_for_this_process(major, minor, dtype, &cache)?.built)
-                };
-                let first = if ctx.is_root() {
-                    build().map(Some)
-                } else {
-                    Ok(None)
-                };
-                let built = match ctx.all_ok(first.context("build the Triton kernel"))? {
-                    Some(b) => b,
-                    None => build()?,
-                };
+                })?;
                 let module = Module::load(&built.cubin())?;
                 let function = module.function(&built.meta.name)?;
                 // SAFETY: the module stays loaded until after the runs.
