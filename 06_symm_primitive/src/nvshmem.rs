@@ -180,18 +180,6 @@ impl Target {
     /// Everything that goes into the build, as text (its hash names the
     /// cache directory).
     pub fn key_text(&self) -> String {
-        let stamp = |p: &Path| {
-            std::fs::metadata(p)
-                .map(|m| {
-                    let modified = m
-                        .modified()
-                        .ok()
-                        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-                        .map_or(0, |d| d.as_nanos());
-                    format!("{} {} {modified}", p.display(), m.len())
-                })
-                .unwrap_or_else(|_| p.display().to_string())
-        };
         let mut text = format!(
             "route=nvshmem\nnvrtc={}.{} {}\nnvjitlink={}.{} {}\ndevice_library={}\nheader={}\n",
             self.nvrtc.version.0,
@@ -200,8 +188,8 @@ impl Target {
             self.nvjitlink.version.0,
             self.nvjitlink.version.1,
             self.nvjitlink.path.display(),
-            stamp(&self.nvshmem.device_library),
-            stamp(&self.nvshmem.include.join("nvshmem.h")),
+            cache::file_stamp(&self.nvshmem.device_library),
+            cache::file_stamp(&self.nvshmem.include.join("nvshmem.h")),
         );
         for option in self.options(Path::new("prelude.h")) {
             text.push_str(&format!("option={option}\n"));

@@ -219,15 +219,12 @@ pub fn nccl_device_bitcode(version: NcclVersion, library: &Path) -> Result<PathB
     })
 }
 
-/// What a Triton build depends on, as text (its hash names the cache entry).
-fn key_text(python: &Python, arch: u32, dtype: Dtype, nccl_bitcode: &[u8]) -> String {
-    use sha2::{Digest, Sha256};
-    let digest = |bytes: &[u8]| -> String {
-        Sha256::digest(bytes)
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect()
-    };
+/// What a Triton build depends on, as text (its hash names the cache
+/// entry): the Python and its Triton, the target, digests of what this
+/// binary carries, and NCCL's device library by path, size and time, as the
+/// other routes name theirs (`cache::file_stamp`).
+fn key_text(python: &Python, arch: u32, dtype: Dtype, nccl_bc: &Path) -> String {
+    let digest = cache::sha256_hex;
     format!(
         "route triton\npython {}\ntriton {}\narch {arch}\ndtype {}\nkernel {}\nlibrary.py {}\nlibrary.bc {}\nlibnccl_device.bc {}\n",
         python.path.display(),
@@ -236,7 +233,7 @@ fn key_text(python: &Python, arch: u32, dtype: Dtype, nccl_bitcode: &[u8]) -> St
         digest(KERNEL_SCRIPT.as_bytes()),
         digest(LIBRARY_SCRIPT.as_bytes()),
         digest(LIBRARY_BITCODE),
-        digest(nccl_bitcode),
+        cache::file_stamp(nccl_bc),
     )
 }
 
@@ -310,11 +307,9 @@ pub fn build_or_reuse(
     nccl_bc: &Path,
     cache_root: &CacheRoot,
 ) -> Result<Built> {
-    let nccl_bitcode =
-        std::fs::read(nccl_bc).with_context(|| format!("read {}", nccl_bc.display()))?;
     let compile = |dir: &Path| compile_into(python, arch, dtype, nccl_bc, dir);
     let job = cache::Job {
-        key_text: key_text(python, arch, dtype, &nccl_bitcode),
+        key_text: key_text(python, arch, dtype, nccl_bc),
         outputs: vec![CUBIN.into(), META.into()],
         compile: &compile,
     };
@@ -451,14 +446,7 @@ pub unsafe fn launch(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use sha2::{Digest, Sha256};
-
-    fn sha(bytes: &[u8]) -> String {
-        Sha256::digest(bytes)
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect()
-    }
+    use device_build::cache::sha256_hex as sha;
 
     fn recorded(name: &str) -> String {
         let prefix = format!("sha256 {name}: ");

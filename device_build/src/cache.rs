@@ -92,6 +92,27 @@ impl Job<'_> {
     }
 }
 
+/// `path`, its size and its modification time (ns): how a build's key
+/// names a large input it reads (a device library) without reading it.
+/// A file that cannot be read stands as its path alone (its build fails).
+pub fn file_stamp(path: &Path) -> String {
+    std::fs::metadata(path)
+        .map(|m| {
+            let modified = m
+                .modified()
+                .ok()
+                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                .map_or(0, |d| d.as_nanos());
+            format!("{} {} {modified}", path.display(), m.len())
+        })
+        .unwrap_or_else(|_| path.display().to_string())
+}
+
+/// The SHA-256 of `bytes`, in hex.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    hex(&Sha256::digest(bytes))
+}
+
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
@@ -250,7 +271,7 @@ fn key_record(job: &Job, dir: &Path) -> Result<String> {
     for output in &job.outputs {
         let path = dir.join(output);
         let bytes = std::fs::read(&path).with_context(|| format!("read {}", path.display()))?;
-        record.push_str(&format!("{}  {output}\n", hex(&Sha256::digest(&bytes))));
+        record.push_str(&format!("{}  {output}\n", sha256_hex(&bytes)));
     }
     Ok(record)
 }

@@ -9,9 +9,7 @@
 //! time with `dlopen`; both run without a GPU.
 
 use std::ffi::{c_char, c_int, c_uint, c_void, CStr, CString, OsStr};
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::time::UNIX_EPOCH;
 
 use anyhow::{Context, Result};
 use common::{CannotRun, NcclVersion};
@@ -796,26 +794,15 @@ impl Target {
     /// nvJitLink's versions and paths, the device library (path, size,
     /// modification time) and the NCCL release, every option and source.
     pub fn key_text(&self) -> String {
-        let (size, mtime) = std::fs::metadata(&self.device_library)
-            .map(|m| {
-                (
-                    m.size(),
-                    m.modified()
-                        .ok()
-                        .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
-                        .map_or(0, |d| d.as_nanos()),
-                )
-            })
-            .unwrap_or((0, 0));
         let mut text = format!(
-            "route=jit\nnvrtc={}.{} {}\nnvjitlink={}.{} {}\ndevice_library={} {size} {mtime}\nnccl={}\n",
+            "route=jit\nnvrtc={}.{} {}\nnvjitlink={}.{} {}\ndevice_library={}\nnccl={}\n",
             self.nvrtc.version.0,
             self.nvrtc.version.1,
             self.nvrtc.path.display(),
             self.nvjitlink.version.0,
             self.nvjitlink.version.1,
             self.nvjitlink.path.display(),
-            self.device_library.display(),
+            crate::cache::file_stamp(&self.device_library),
             self.nccl,
         );
         for option in self.nvrtc_options(Path::new(STAND_IN_DIR)) {
