@@ -29,18 +29,70 @@ __device__ __forceinline__ void tp_store(void* p, size_t i, int dtype, float v) 
   }
 }
 
-// Phase "compute": partial[t, i] = sum_j x[t, j] w[j, i], one element per
-// thread, grid-stride.
+// The launch is cooperative with one block of SYMM_THREADS threads per
+// multiprocessor (symm_comm.cuh's calling convention), so a multiprocessor
+// has only SYMM_THREADS / 32 warps to keep busy. Both phases below
+// therefore give each thread several independent loads at once, instead of
+// one element and one load at a time:
+//   TP_TILE_TOKENS   tokens a block's compute tile spans: each weight a
+//                    thread loads serves that many output elements;
+//   TP_TILE_COLUMNS  columns of the tile a thread owns: each activation it
+//                    loads serves that many;
+//   TP_ROW_ITEMS     elements of a row a thread loads in the epilogue
+//                    before it uses the first.
+#define TP_TILE_TOKENS 8
+#define TP_TILE_COLUMNS 4
+#define TP_ROW_ITEMS 8
+
+// Phase "compute": partial[t, i] = sum_j x[t, j] w[j, i]. A block takes a
+// tile of TP_TILE_TOKENS tokens by TP_TILE_COLUMNS x blockDim.x columns at a
+// time. A thread owns TP_TILE_COLUMNS of the columns, blockDim.x apart so
+// that a warp's loads and stores stay coalesced, and keeps their sums for
+// the tile's tokens in registers. For each j it loads TP_TILE_COLUMNS
+// weights and TP_TILE_TOKENS activations (the same for the whole warp: one
+// broadcast load each) and does TP_TILE_TOKENS x TP_TILE_COLUMNS fmas.
 __device__ __forceinline__ void tp_partial(const float* x, const float* w, void* partial,
                                            int tokens, int hidden, int k, int dtype) {
-  const size_t total = (size_t)tokens * hidden;
-  for (size_t e = (size_t)blockIdx.x * blockDim.x + threadIdx.x; e < total;
-       e += (size_t)gridDim.x * blockDim.x) {
-    const size_t t = e / hidden, i = e % hidden;
-    float acc = 0.0f;
-    for (int j = 0; j < k; j++) acc = fmaf(x[t * k + j], w[(size_t)j * hidden + i], acc);
-    tp_store(partial, e, dtype, acc);
+  const int tile_width = TP_TILE_COLUMNS * blockDim.x;
+  const int column_tiles = (hidden + tile_width - 1) / tile_width;
+  const int tiles = (tokens + TP_TILE_TOKENS - 1) / TP_TILE_TOKENS * column_tiles;
+  for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+    const int t0 = tile / column_tiles * TP_TILE_TOKENS;
+    const int i0 = tile % column_tiles * tile_width + threadIdx.x;
+    float acc[TP_TILE_TOKENS][TP_TILE_COLUMNS] = {};
+    for (int j = 0; j < k; j++) {
+      float wj[TP_TILE_COLUMNS];
+#pragma unroll
+      for (int c = 0; c < TP_TILE_COLUMNS; c++) {
+        const int i = i0 + c * blockDim.x;
+        wj[c] = i < hidden ? w[(size_t)j * hidden + i] : 0.0f;
+      }
+#pragma unroll
+      for (int u = 0; u < TP_TILE_TOKENS; u++) {
+        // A tile past the last token repeats it; those sums are not stored.
+        const float xj = x[(size_t)min(t0 + u, tokens - 1) * k + j];
+#pragma unroll
+        for (int c = 0; c < TP_TILE_COLUMNS; c++) {
+          acc[u][c] = fmaf(xj, wj[c], acc[u][c]);  // in j order, as the CPU reference
+        }
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < TP_TILE_TOKENS; u++) {
+#pragma unroll
+      for (int c = 0; c < TP_TILE_COLUMNS; c++) {
+        const int i = i0 + c * blockDim.x;
+        if (t0 + u < tokens && i < hidden) {
+          tp_store(partial, (size_t)(t0 + u) * hidden + i, dtype, acc[u][c]);
+        }
+      }
+    }
   }
+}
+
+// v rounded to dtype and back: what tp_store then tp_load give.
+__device__ __forceinline__ float tp_round(float v, int dtype) {
+  return dtype == SYMM_DTYPE_FLOAT32 ? v : symm_bf16_to_f32(symm_f32_to_bf16(v));
 }
 
 // The sum of `v` over the block, returned to every thread.
@@ -58,26 +110,49 @@ __device__ __forceinline__ float tp_block_sum(float v, float* scratch) {
 
 // Phase "epilogue": one token (row) per block at a time. h = sum + residual
 // is written back as the new residual; the row's mean square gives the
-// RMSNorm's scale.
+// RMSNorm's scale. A thread takes the row's elements TP_ROW_ITEMS at a time
+// (i, i + blockDim.x, ...: coalesced across the warp), loading all of them
+// before it uses the first, so that their loads are in flight together.
 __device__ __forceinline__ void tp_epilogue(const void* sum, void* residual, const float* gamma,
                                             void* out, int tokens, int hidden, float eps,
                                             int dtype) {
   __shared__ float scratch[32];
+  const int stride = TP_ROW_ITEMS * blockDim.x;
   for (int t = blockIdx.x; t < tokens; t += gridDim.x) {
     const size_t row = (size_t)t * hidden;
     float squares = 0.0f;
-    for (int i = threadIdx.x; i < hidden; i += blockDim.x) {
-      const float h = tp_load(sum, row + i, dtype) + tp_load(residual, row + i, dtype);
-      tp_store(residual, row + i, dtype, h);
-      // The norm is taken over h as stored, so that it matches the residual
-      // the next layer reads (bfloat16 rounds here).
-      const float stored = tp_load(residual, row + i, dtype);
-      squares = fmaf(stored, stored, squares);
+    for (int first = threadIdx.x; first < hidden; first += stride) {
+      float h[TP_ROW_ITEMS];
+#pragma unroll
+      for (int u = 0; u < TP_ROW_ITEMS; u++) {
+        const int i = first + u * blockDim.x;
+        h[u] = i < hidden ? tp_load(sum, row + i, dtype) + tp_load(residual, row + i, dtype) : 0.0f;
+      }
+#pragma unroll
+      for (int u = 0; u < TP_ROW_ITEMS; u++) {
+        const int i = first + u * blockDim.x;
+        if (i >= hidden) continue;
+        // The norm is taken over h as stored, so that it matches the
+        // residual the next layer reads (bfloat16 rounds here).
+        const float stored = tp_round(h[u], dtype);
+        tp_store(residual, row + i, dtype, stored);
+        squares = fmaf(stored, stored, squares);
+      }
     }
     const float scale = rsqrtf(tp_block_sum(squares, scratch) / hidden + eps);
-    for (int i = threadIdx.x; i < hidden; i += blockDim.x) {
-      const float h = tp_load(residual, row + i, dtype);
-      tp_store(out, row + i, dtype, h * scale * gamma[i]);
+    for (int first = threadIdx.x; first < hidden; first += stride) {
+      float h[TP_ROW_ITEMS], g[TP_ROW_ITEMS];
+#pragma unroll
+      for (int u = 0; u < TP_ROW_ITEMS; u++) {
+        const int i = first + u * blockDim.x;
+        h[u] = i < hidden ? tp_load(residual, row + i, dtype) : 0.0f;
+        g[u] = i < hidden ? gamma[i] : 0.0f;
+      }
+#pragma unroll
+      for (int u = 0; u < TP_ROW_ITEMS; u++) {
+        const int i = first + u * blockDim.x;
+        if (i < hidden) tp_store(out, row + i, dtype, h[u] * scale * g[u]);
+      }
     }
   }
 }
