@@ -293,6 +293,7 @@ impl<'a> Sweep<'a> {
         Ok(Series {
             name: name.into(),
             about: about.into(),
+            datatype: None,
             rows,
         })
     }

@@ -27,7 +27,19 @@ pub struct Series {
     pub name: String,
     /// What it is, e.g. `ncclAllReduce on symmetric windows`.
     pub about: String,
+    /// Its data type in nccl-tests' spelling (`bfloat16`), where it is not
+    /// the report's: lesson 06 times bfloat16 layer tails beside float32
+    /// AllReduces.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub datatype: Option<String>,
     pub rows: Vec<Row>,
+}
+
+impl Series {
+    /// This series' data type: its own, or the report's.
+    pub fn datatype<'a>(&'a self, report: &'a Report) -> &'a str {
+        self.datatype.as_deref().unwrap_or(&report.datatype)
+    }
 }
 
 /// Where and how the numbers were taken.
@@ -101,7 +113,7 @@ impl Report {
             "# {}: {} of {} ({}), {} rank{} ({}), {}",
             self.benchmark,
             self.collective_name(),
-            self.datatype,
+            self.datatypes(),
             self.redop,
             m.ranks,
             common::plural(m.ranks),
@@ -128,13 +140,29 @@ impl Report {
             let _ = writeln!(out, "#\n# {}: {}", series.name, series.about);
             out.push_str(&nccl_tests_header());
             for row in &series.rows {
-                out.push_str(&nccl_tests_line(row, &self.datatype, &self.redop));
+                out.push_str(&nccl_tests_line(row, series.datatype(self), &self.redop));
             }
         }
         if self.series.len() > 1 {
             out.push_str(&self.side_by_side());
         }
         out
+    }
+
+    /// The series' data types, each once, in order: `float`, or `float and
+    /// bfloat16`.
+    fn datatypes(&self) -> String {
+        let mut seen: Vec<&str> = Vec::new();
+        for series in &self.series {
+            let datatype = series.datatype(self);
+            if !seen.contains(&datatype) {
+                seen.push(datatype);
+            }
+        }
+        if seen.is_empty() {
+            seen.push(&self.datatype);
+        }
+        seen.join(" and ")
     }
 
     fn collective_name(&self) -> String {
@@ -513,11 +541,13 @@ mod tests {
                 Series {
                     name: "-R 0".into(),
                     about: "ncclAllReduce, buffers not registered".into(),
+                    datatype: None,
                     rows: rows(1.5),
                 },
                 Series {
                     name: "-R 2".into(),
                     about: "ncclAllReduce on symmetric windows".into(),
+                    datatype: None,
                     rows: rows(1.0),
                 },
             ],
@@ -592,6 +622,32 @@ mod tests {
             "{summary}"
         );
         assert!(table.contains("time: average over ranks"));
+    }
+
+    #[test]
+    fn a_series_of_another_data_type_says_so_in_its_rows_and_the_header() {
+        let mut report = example();
+        assert!(report.table().contains(": AllReduce of float (sum)"));
+        report.series[1].datatype = Some("bfloat16".into());
+        let table = report.table();
+        assert!(
+            table.contains(": AllReduce of float and bfloat16 (sum)"),
+            "{table}"
+        );
+        let series = table.split_once("# -R 0:").unwrap().1;
+        let (first, second) = series.split_once("# -R 2:").unwrap();
+        assert!(first.contains("     float     sum") && !first.contains("bfloat16"));
+        assert!(second.contains("  bfloat16     sum") && !second.contains(" float "));
+        // Reports written before the field existed still parse.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("old.json");
+        example().write_json(&path).unwrap();
+        let old = std::fs::read_to_string(&path).unwrap();
+        assert!(!old.contains("\"datatype\": null"), "absent, not null");
+        let text = serde_json::to_string(&report).unwrap();
+        let back: Report = serde_json::from_str(&text).unwrap();
+        assert_eq!(back.series[1].datatype.as_deref(), Some("bfloat16"));
+        assert_eq!(back.series[0].datatype, None);
     }
 
     #[test]

@@ -145,6 +145,7 @@ fn bench(ctx: &RankContext, args: &Args) -> Result<()> {
             Ok(Series {
                 name: format!("-R {mode}"),
                 about: about.into(),
+                datatype: None,
                 rows,
             })
         };

@@ -833,6 +833,11 @@ fn run_layer(
                 contender.about(),
                 dtype.name()
             ),
+            // nccl-tests' name; the AllReduce-alone contenders are float32.
+            datatype: match dtype {
+                Dtype::F32 => None,
+                Dtype::Bf16 => Some("bfloat16".into()),
+            },
             rows,
         });
     }
