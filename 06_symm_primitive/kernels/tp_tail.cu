@@ -29,11 +29,13 @@ __device__ __forceinline__ void tp_store(void* p, size_t i, int dtype, float v) 
   }
 }
 
-// The launch is cooperative with one block of SYMM_THREADS threads per
-// multiprocessor (symm_comm.cuh's calling convention), so a multiprocessor
-// has only SYMM_THREADS / 32 warps to keep busy. Both phases below
-// therefore give each thread several independent loads at once, instead of
-// one element and one load at a time:
+// These kernels run one block of SYMM_THREADS threads per multiprocessor
+// (the fused kernel must: its launch is cooperative, symm_comm.cuh's calling
+// convention; the unfused ones use the same grid), so a multiprocessor has
+// only SYMM_THREADS / 32 warps to hide memory latency with. Both phases
+// below therefore give each thread several independent loads at once,
+// instead of one element and one load at a time (PERF_NOTES.md measures
+// what that bought):
 //   TP_TILE_TOKENS   tokens a block's compute tile spans: each weight a
 //                    thread loads serves that many output elements;
 //   TP_TILE_COLUMNS  columns of the tile a thread owns: each activation it
@@ -49,8 +51,9 @@ __device__ __forceinline__ void tp_store(void* p, size_t i, int dtype, float v) 
 // time. A thread owns TP_TILE_COLUMNS of the columns, blockDim.x apart so
 // that a warp's loads and stores stay coalesced, and keeps their sums for
 // the tile's tokens in registers. For each j it loads TP_TILE_COLUMNS
-// weights and TP_TILE_TOKENS activations (the same for the whole warp: one
-// broadcast load each) and does TP_TILE_TOKENS x TP_TILE_COLUMNS fmas.
+// weights and TP_TILE_TOKENS activations, and does TP_TILE_TOKENS x
+// TP_TILE_COLUMNS fmas. Every thread of a warp loads the same activation, so
+// each of those is one broadcast load: one memory access serves the warp.
 __device__ __forceinline__ void tp_partial(const float* x, const float* w, void* partial,
                                            int tokens, int hidden, int k, int dtype) {
   const int tile_width = TP_TILE_COLUMNS * blockDim.x;
@@ -69,7 +72,9 @@ __device__ __forceinline__ void tp_partial(const float* x, const float* w, void*
       }
 #pragma unroll
       for (int u = 0; u < TP_TILE_TOKENS; u++) {
-        // A tile past the last token repeats it; those sums are not stored.
+        // Rows of the last tile past `tokens` re-read the last token's
+        // activations, so that every load stays in bounds; their sums are
+        // not stored.
         const float xj = x[(size_t)min(t0 + u, tokens - 1) * k + j];
 #pragma unroll
         for (int c = 0; c < TP_TILE_COLUMNS; c++) {
