@@ -77,6 +77,12 @@ fn the_nccl_backend_builds_through_the_jit_route() {
     assert!(built.compiled);
     let cubin = std::fs::read(built.file(jit::CUBIN)).unwrap();
     assert_has_kernels(&cubin);
+    // KEEP_CUBIN=DIR keeps the cubin, for `cuobjdump -res-usage` (PERF_NOTES.md).
+    if let Some(dir) = std::env::var_os("KEEP_CUBIN") {
+        let kept = PathBuf::from(dir).join("symm_tp_tail_nccl_sm_90.cubin");
+        std::fs::write(&kept, &cubin).unwrap();
+        eprintln!("kept {}", kept.display());
+    }
     eprintln!(
         "NCCL backend, jit route: built in {:.2} s; cubin {} bytes",
         started.elapsed().as_secs_f64(),
