@@ -10,6 +10,41 @@ use std::ffi::c_void;
 use anyhow::{Context, Result};
 use cudarc::driver::{result as cu, sys as cu_sys, CudaStream};
 
+/// How a kernel is launched.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Launch {
+    /// `cuLaunchKernel`.
+    Plain,
+    /// `cuLaunchCooperativeKernel`: every block resident at once, or an error.
+    Cooperative,
+}
+
+/// `kernel<<<blocks, threads, shared, stream>>>(params)` on a 1-D grid,
+/// `grid` = (blocks, threads); `name` names the kernel in the error.
+///
+/// # Safety
+/// `params` must point to live values of the kernel's parameters, in its
+/// order and with their sizes.
+pub(crate) unsafe fn launch_1d(
+    how: Launch,
+    kernel: cu_sys::CUfunction,
+    (blocks, threads): (u32, u32),
+    shared: u32,
+    stream: &CudaStream,
+    params: &mut [*mut c_void],
+    name: &str,
+) -> Result<()> {
+    let (grid, block, stream) = ((blocks, 1, 1), (threads, 1, 1), stream.cu_stream());
+    match how {
+        Launch::Plain => cu::launch_kernel(kernel, grid, block, shared, stream, params)
+            .with_context(|| format!("cuLaunchKernel({name})")),
+        Launch::Cooperative => {
+            cu::launch_cooperative_kernel(kernel, grid, block, shared, stream, params)
+                .with_context(|| format!("cuLaunchCooperativeKernel({name})"))
+        }
+    }
+}
+
 /// Device addresses and shape of one layer-tail call.
 #[derive(Debug, Clone, Copy)]
 pub struct LayerArgs {
@@ -70,15 +105,15 @@ pub unsafe fn fused(
     mut args: LayerArgs,
 ) -> Result<()> {
     let mut params = args.param_ptrs();
-    cu::launch_cooperative_kernel(
+    launch_1d(
+        Launch::Cooperative,
         kernel,
-        (blocks, 1, 1),
-        (threads, 1, 1),
+        (blocks, threads),
         0,
-        stream.cu_stream(),
+        stream,
         &mut params,
+        "tp_tail_fused",
     )
-    .context("cuLaunchCooperativeKernel(tp_tail_fused)")
 }
 
 /// `tp_compute<<<blocks, threads>>>`: the partial output into `partial`.
@@ -104,15 +139,15 @@ pub unsafe fn compute(
         (&mut k as *mut i32).cast(),
         (&mut dtype as *mut i32).cast(),
     ];
-    cu::launch_kernel(
+    launch_1d(
+        Launch::Plain,
         kernel,
-        (blocks, 1, 1),
-        (threads, 1, 1),
+        (blocks, threads),
         0,
-        stream.cu_stream(),
+        stream,
         &mut params,
+        "tp_compute",
     )
-    .context("cuLaunchKernel(tp_compute)")
 }
 
 /// `tp_residual_rmsnorm<<<blocks, threads>>>`: residual + RMSNorm on `sum`.
@@ -140,15 +175,15 @@ pub unsafe fn epilogue(
         (&mut eps as *mut f32).cast(),
         (&mut dtype as *mut i32).cast(),
     ];
-    cu::launch_kernel(
+    launch_1d(
+        Launch::Plain,
         kernel,
-        (blocks, 1, 1),
-        (threads, 1, 1),
+        (blocks, threads),
         0,
-        stream.cu_stream(),
+        stream,
         &mut params,
+        "tp_residual_rmsnorm",
     )
-    .context("cuLaunchKernel(tp_residual_rmsnorm)")
 }
 
 /// The arguments of `symm_all_reduce_kernel`, which passes them on to
@@ -194,13 +229,13 @@ pub unsafe fn all_reduce(
         (&mut dtype as *mut i32).cast(),
         (&mut status as *mut u64).cast(),
     ];
-    cu::launch_cooperative_kernel(
+    launch_1d(
+        Launch::Cooperative,
         kernel,
-        (blocks, 1, 1),
-        (threads, 1, 1),
+        (blocks, threads),
         0,
-        stream.cu_stream(),
+        stream,
         &mut params,
+        "symm_all_reduce_kernel",
     )
-    .context("cuLaunchCooperativeKernel(symm_all_reduce_kernel)")
 }

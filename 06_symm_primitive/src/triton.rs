@@ -21,7 +21,7 @@ use cudarc::driver::{result as cu, sys as cu_sys, CudaStream};
 use device_build::{cache, CacheRoot};
 use serde::Deserialize;
 
-use crate::launch::LayerArgs;
+use crate::launch::{launch_1d, Launch, LayerArgs};
 use crate::Dtype;
 
 /// The Triton kernel and its ahead-of-time build (`python3 tp_tail.py`).
@@ -432,15 +432,15 @@ pub unsafe fn launch(
         (&mut global_scratch as *mut u64).cast(),
         (&mut profile_scratch as *mut u64).cast(),
     ];
-    cu::launch_cooperative_kernel(
+    launch_1d(
+        Launch::Cooperative,
         kernel,
-        (blocks, 1, 1),
-        (meta.threads(), 1, 1),
+        (blocks, meta.threads()),
         meta.shared,
-        stream.cu_stream(),
+        stream,
         &mut params,
+        &meta.name,
     )
-    .with_context(|| format!("cuLaunchCooperativeKernel({})", meta.name))
 }
 
 #[cfg(test)]
