@@ -143,10 +143,7 @@ impl Built {
     /// How this route makes the device communicator: the shim (nvcc), or
     /// NCCL called directly with 2.32.3's requirements layout (jit).
     pub fn dev_comm_maker(&self) -> Result<Shim> {
-        match &self.shim {
-            Some(shim) => Shim::load(shim, self.nccl),
-            None => Shim::direct(&self.library, self.nccl),
-        }
+        Shim::for_build(self.shim.as_deref(), &self.library, self.nccl)
     }
     /// The source file of NVIDIA's kernel on this route.
     pub fn simple_source(&self) -> &'static str {
@@ -219,12 +216,4 @@ pub fn build_chosen(
         |plan| build(plan, cache),
         || choose_route(Build::Nvcc, major, minor, with_prims),
     )
-}
-
-/// The NCCL headers a plan builds against.
-pub fn plan_include(plan: &Plan) -> &Path {
-    match plan {
-        Plan::Nvcc(target) => &target.include,
-        Plan::Jit(target) => &target.nccl_include,
-    }
 }

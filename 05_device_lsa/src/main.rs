@@ -64,7 +64,7 @@ use device_build::Module;
 use device_build::{cache, Env};
 use device_lsa::fast::{self, FastKernels, FastOptions, GridPlan};
 use device_lsa::launch::AllReduceArgs;
-use device_lsa::{build_chosen, choose_route, plan_include, CACHE_NAME, KERNEL_NAME, THREADS};
+use device_lsa::{build_chosen, choose_route, CACHE_NAME, KERNEL_NAME, THREADS};
 
 /// Elements per buffer: 1M floats (4 MiB), as in NCCL's example.
 const COUNT: usize = 1024 * 1024;
@@ -159,7 +159,7 @@ fn device_lsa(ctx: &RankContext, args: &Args) -> Result<()> {
     ctx.println_root(format!(
         "Kernel {source} built for sm_{major}{minor} against NCCL {} headers in {}",
         loaded_version()?,
-        plan_include(&chosen.plan).display()
+        chosen.plan.nccl_include().display()
     ));
     if ctx.is_root() {
         let how = match (built.build.compiled, built.route) {

@@ -19,7 +19,7 @@ pub mod nvshmem;
 pub mod reference;
 pub mod triton;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use anyhow::Result;
 use common::nccl::loaded_nccl;
@@ -160,6 +160,23 @@ pub fn choose_route(build: Build, major: i32, minor: i32) -> Result<Chosen> {
     )
 }
 
+/// [`build_nccl`] on the chosen route, falling back to nvcc under `--build
+/// auto` when the jit build fails for want of a tool
+/// ([`route::build_or_fall_back`]).
+pub fn build_chosen(
+    requested: Build,
+    chosen: &mut Chosen,
+    cache: &CacheRoot,
+    (major, minor): (i32, i32),
+) -> Result<NcclBuilt> {
+    route::build_or_fall_back(
+        requested,
+        chosen,
+        |plan| build_nccl(plan, cache),
+        || choose_route(Build::Nvcc, major, minor),
+    )
+}
+
 /// The preflight's tool check (`Lesson::tool`): nvcc or NVRTC is found.
 pub fn build_tool_found() -> Result<(), CannotRun> {
     route::some_route_found(&Env::from_process())
@@ -180,10 +197,7 @@ impl NcclBuilt {
     /// How this route makes the device communicator: the shim (nvcc) or NCCL
     /// called directly with 2.32.3's requirements layout (jit).
     pub fn dev_comm_maker(&self) -> Result<Shim> {
-        match &self.shim {
-            Some(shim) => Shim::load(shim, self.nccl),
-            None => Shim::direct(&self.library, self.nccl),
-        }
+        Shim::for_build(self.shim.as_deref(), &self.library, self.nccl)
     }
 }
 
@@ -213,14 +227,6 @@ pub fn build_nccl(plan: &Plan, cache: &CacheRoot) -> Result<NcclBuilt> {
             }
         }
     })
-}
-
-/// The NCCL headers a plan builds against.
-pub fn plan_include(plan: &Plan) -> &Path {
-    match plan {
-        Plan::Nvcc(target) => &target.include,
-        Plan::Jit(target) => &target.nccl_include,
-    }
 }
 
 /// The options checked before any rank starts (`common::run_checked`), on

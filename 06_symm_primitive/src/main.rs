@@ -53,7 +53,7 @@ use common::nccl::{Communicator, NcclBuffer, Window};
 use common::setup;
 use common::{CannotRun, Lesson, NcclVersion, Needs, RankContext};
 use cudarc::driver::{sys as cu_sys, CudaContext};
-use device_build::route::{self, Build};
+use device_build::route::Build;
 use device_build::shim::{check_lsa_team, DevComm, Shim};
 use device_build::Module;
 use device_build::{cache, Env};
@@ -240,12 +240,8 @@ fn symm_primitive_lesson(ctx: &RankContext, args: &Args) -> Result<()> {
             }
             Backend::Nccl => {
                 let mut chosen = symm_primitive::choose_route(args.build, major, minor)?;
-                let built = route::build_or_fall_back(
-                    args.build,
-                    &mut chosen,
-                    |plan| symm_primitive::build_nccl(plan, &cache),
-                    || symm_primitive::choose_route(Build::Nvcc, major, minor),
-                )?;
+                let built =
+                    symm_primitive::build_chosen(args.build, &mut chosen, &cache, (major, minor))?;
                 if ctx.is_root() {
                     eprintln!("note: build route: {} ({})", chosen.plan.name(), chosen.why);
                 }
@@ -264,13 +260,9 @@ fn symm_primitive_lesson(ctx: &RankContext, args: &Args) -> Result<()> {
                 let target = nvshmem::Target::find(&Env::from_process(), &arch, found)?;
                 if ctx.is_root() {
                     eprintln!(
-                        "note: build route: nvshmem (NVRTC {}.{} ({}), nvJitLink {}.{} ({}) with {})",
-                        target.nvrtc.version.0,
-                        target.nvrtc.version.1,
-                        target.nvrtc.path.display(),
-                        target.nvjitlink.version.0,
-                        target.nvjitlink.version.1,
-                        target.nvjitlink.path.display(),
+                        "note: build route: nvshmem ({}, {} with {})",
+                        target.nvrtc,
+                        target.nvjitlink,
                         target.nvshmem.device_library.display()
                     );
                 }

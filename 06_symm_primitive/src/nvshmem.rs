@@ -248,10 +248,8 @@ pub fn compile_into(target: &Target, dir: &Path) -> Result<()> {
         .map_err(|failure| {
             CannotRun::new(
                 format!(
-                    "nvJitLink {}.{} ({}) could not link with {} (status {}):\n{}",
-                    target.nvjitlink.version.0,
-                    target.nvjitlink.version.1,
-                    target.nvjitlink.path.display(),
+                    "{} could not link with {} (status {}):\n{}",
+                    target.nvjitlink,
                     target.nvshmem.device_library.display(),
                     failure.status,
                     failure.log.lines().take(40).collect::<Vec<_>>().join("\n")

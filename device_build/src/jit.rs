@@ -465,6 +465,22 @@ impl Nvrtc {
     }
 }
 
+/// "NVRTC 13.5 (/path/libnvrtc.so.13)", as the notes and errors name it.
+impl std::fmt::Display for Nvrtc {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (major, minor) = self.version;
+        write!(f, "NVRTC {major}.{minor} ({})", self.path.display())
+    }
+}
+
+/// "nvJitLink 13.5 (/path/libnvJitLink.so.13)", as the notes and errors name it.
+impl std::fmt::Display for NvJitLink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (major, minor) = self.version;
+        write!(f, "nvJitLink {major}.{minor} ({})", self.path.display())
+    }
+}
+
 /// nvJitLink, `dlopen`ed. Its entry points are versioned
 /// (`__nvJitLinkCreate_13_5`): `nvJitLink.h` maps each name to the version of
 /// the header, so a program built against it calls those. Loading it

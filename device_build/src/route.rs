@@ -51,6 +51,14 @@ impl Plan {
             Plan::Jit(_) => "jit",
         }
     }
+
+    /// The NCCL headers the plan builds against.
+    pub fn nccl_include(&self) -> &Path {
+        match self {
+            Plan::Nvcc(target) => &target.include,
+            Plan::Jit(target) => &target.nccl_include,
+        }
+    }
 }
 
 /// The route taken and why.
@@ -167,14 +175,10 @@ pub fn choose(
             .map(|d| d.display().to_string())
             .collect();
         format!(
-            "NCCL {nccl} ships {}; NVRTC {}.{} ({}), nvJitLink {}.{} ({}), CUDA headers {}",
+            "NCCL {nccl} ships {}; {}, {}, CUDA headers {}",
             t.device_library.display(),
-            t.nvrtc.version.0,
-            t.nvrtc.version.1,
-            t.nvrtc.path.display(),
-            t.nvjitlink.version.0,
-            t.nvjitlink.version.1,
-            t.nvjitlink.path.display(),
+            t.nvrtc,
+            t.nvjitlink,
             headers.join(", ")
         )
     };

@@ -189,6 +189,16 @@ impl Shim {
         }
     }
 
+    /// The device-communicator maker of a build: the shim the nvcc route
+    /// built next to the kernels ([`Shim::load`]), or, where the route built
+    /// none (jit), NCCL at `library` called directly ([`Shim::direct`]).
+    pub fn for_build(shim: Option<&Path>, library: &Path, nccl: NcclVersion) -> Result<Self> {
+        match shim {
+            Some(shim) => Self::load(shim, nccl),
+            None => Self::direct(library, nccl),
+        }
+    }
+
     /// No shim (the jit route): `ncclDevCommCreate`/`Destroy` are called
     /// straight from the NCCL at `library` (the one this process loaded),
     /// with requirements laid out for `version`, which must be a release

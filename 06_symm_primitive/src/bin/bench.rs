@@ -54,7 +54,7 @@ use common::nccl::{nccl_stream, sys, NcclCheck};
 use common::setup;
 use common::{CannotRun, Lesson, NcclVersion, Needs, RankContext};
 use cudarc::driver::{result as cu, sys as cu_sys, CudaContext, CudaStream};
-use device_build::route::{self, Build};
+use device_build::route::Build;
 use device_build::shim::{check_lsa_team, DevComm};
 use device_build::Module;
 use device_build::{cache, Env};
@@ -380,12 +380,7 @@ fn bench(ctx: &RankContext, args: &Args) -> Result<()> {
             let cache05 = Env::from_process().cache_root(device_lsa::CACHE_NAME);
             let (built, built05) = cache::root_first(ctx, "build the kernels", || {
                 Ok((
-                    route::build_or_fall_back(
-                        args.build,
-                        &mut chosen,
-                        |plan| symm_primitive::build_nccl(plan, &cache),
-                        || symm_primitive::choose_route(Build::Nvcc, major, minor),
-                    )?,
+                    symm_primitive::build_chosen(args.build, &mut chosen, &cache, (major, minor))?,
                     device_lsa::build_chosen(
                         args.build,
                         &mut chosen05,
