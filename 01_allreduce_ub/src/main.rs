@@ -28,7 +28,8 @@ use std::ptr;
 
 use anyhow::{Context, Result};
 use common::nccl::{
-    nccl_stream, share_unique_id, sys, Communicator, NcclBuffer, NcclCheck, Registration,
+    comm_config, nccl_stream, share_unique_id, sys, Communicator, NcclBuffer, NcclCheck,
+    Registration,
 };
 use common::verify::check_all;
 use common::{Lesson, NcclVersion, Needs, NoArgs, RankContext};
@@ -65,7 +66,7 @@ fn allreduce_ub(ctx: &RankContext, _: &NoArgs) -> Result<()> {
     // Step 2: Create the communicator from a unique id that rank 0 shares.
     // Rank 0 asks NCCL for an id (ncclGetUniqueId); the launcher copies its
     // 128 bytes to every rank (shared memory, or MPI_Bcast under mpirun).
-    // ncclCommInitRank returns only when all ranks have called it with it.
+    // ncclCommInitRankConfig returns only when all ranks have called it with it.
     let mut id = sys::ncclUniqueId { internal: [0; 128] };
     if ctx.is_root() {
         // SAFETY: writes the 128-byte id.
@@ -74,11 +75,18 @@ fn allreduce_ub(ctx: &RankContext, _: &NoArgs) -> Result<()> {
             .context("Step 2: create the unique id")?;
     }
     share_unique_id(ctx, &mut id).context("Step 2: share the unique id")?;
+    // NOTE: the config is NCCL_CONFIG_INITIALIZER's defaults, except when
+    // ranks share a GPU (NCCL_MULTI_RANK_GPU_ENABLE=1): then maxCTAs caps
+    // NCCL's blocks per rank at its share of the GPU, or the ranks' kernels
+    // could not all be resident at once and would wait for each other.
+    let mut config = comm_config(ctx);
     let mut raw_comm = ptr::null_mut();
     // SAFETY: `raw_comm` receives the communicator; every rank passes the same id.
-    unsafe { sys::ncclCommInitRank(&mut raw_comm, size as c_int, id, rank as c_int) }
-        .check("ncclCommInitRank")
-        .context("Step 2: create the communicator")?;
+    unsafe {
+        sys::ncclCommInitRankConfig(&mut raw_comm, size as c_int, id, rank as c_int, &mut config)
+    }
+    .check("ncclCommInitRankConfig")
+    .context("Step 2: create the communicator")?;
     // SAFETY: the communicator just made; the guard destroys it (Step 8).
     let comm = unsafe { Communicator::adopt(raw_comm) };
     ctx.println_ordered(format!(

@@ -36,7 +36,7 @@ use kernel_choice::NcclLog;
 
 use anyhow::{Context, Result};
 use common::nccl::{
-    nccl_stream, share_unique_id, sys, Communicator, NcclBuffer, NcclCheck, Window,
+    comm_config, nccl_stream, share_unique_id, sys, Communicator, NcclBuffer, NcclCheck, Window,
     NCCL_WIN_COLL_SYMMETRIC,
 };
 use common::verify::check_all;
@@ -86,11 +86,18 @@ fn allreduce_sm(ctx: &RankContext, nccl_log: &NcclLog) -> Result<()> {
             .context("Step 2: create the unique id")?;
     }
     share_unique_id(ctx, &mut id).context("Step 2: share the unique id")?;
+    // NOTE: the config is NCCL_CONFIG_INITIALIZER's defaults, except when
+    // ranks share a GPU (NCCL_MULTI_RANK_GPU_ENABLE=1): then maxCTAs caps
+    // NCCL's blocks per rank at its share of the GPU, or the ranks' kernels
+    // could not all be resident at once and would wait for each other.
+    let mut config = comm_config(ctx);
     let mut raw_comm = ptr::null_mut();
     // SAFETY: `raw_comm` receives the communicator; every rank passes the same id.
-    unsafe { sys::ncclCommInitRank(&mut raw_comm, size as c_int, id, rank as c_int) }
-        .check("ncclCommInitRank")
-        .context("Step 2: create the communicator")?;
+    unsafe {
+        sys::ncclCommInitRankConfig(&mut raw_comm, size as c_int, id, rank as c_int, &mut config)
+    }
+    .check("ncclCommInitRankConfig")
+    .context("Step 2: create the communicator")?;
     // SAFETY: the communicator just made; the guard destroys it (Step 9).
     let comm = unsafe { Communicator::adopt(raw_comm) };
     ctx.println_ordered(format!(

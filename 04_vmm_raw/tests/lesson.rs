@@ -184,6 +184,7 @@ fn memcheck_is_clean() {
         keep_multicast_off(&mut cmd);
         cmd
     };
+    testkit::share_gpus_if_needed(&mut cmd, gpu_ranks());
     cmd.args(["--tool", "memcheck", "--error-exitcode", "99"])
         .arg(&lesson().binary);
     let out = run_with_timeout(&mut cmd, Duration::from_secs(600));

@@ -33,8 +33,9 @@ use crate::error::{
     exit_code, fix_lines, flush_and_exit, panic_message, render, EXIT_CANNOT_RUN, EXIT_FAILED,
     EXIT_OK,
 };
-use crate::lesson::{plural, print_banner, Lesson, ABANDON_AFTER};
-use crate::preflight::{self, check_gpu_count, Needs, System};
+use crate::lesson::{print_banner, Lesson, ABANDON_AFTER};
+use crate::placement::{self, MultiRank, Placement, Request};
+use crate::preflight::{self, Needs, System};
 use crate::rank::{Backend, RankContext, Reported};
 
 struct Mpi {
@@ -105,7 +106,10 @@ where
     let (rank, size) = (world.rank() as usize, world.size() as usize);
     let node = world.split_shared(world.rank());
     let mpi = Mpi { world };
-    let ctx = RankContext::new(rank, size, node.rank() as usize, &mpi);
+    // The device is known after the preflight has counted the GPUs: this
+    // context serves the preflight's collectives, run_rank makes the
+    // lesson's.
+    let ctx = RankContext::new(rank, size, node.rank() as usize, 1, &mpi);
     crate::signals::set_ranks(vec![ctx.prefix()]);
     // Returning drops `universe` last, which calls MPI_Finalize.
     run_rank(&ctx, &mpi, &node, lesson, launch, body)
@@ -125,8 +129,8 @@ where
     F: Fn(&RankContext) -> Result<()>,
 {
     let (size, local_rank) = (ctx.size(), node.rank() as usize);
-    let system = match agree_on_preflight(ctx, node, lesson) {
-        Ok(Some(system)) => system,
+    let (system, placement) = match agree_on_preflight(ctx, node, lesson) {
+        Ok(Some(found)) => found,
         Ok(None) => return EXIT_CANNOT_RUN,
         Err(err) => {
             eprintln!("{}", render(&ctx.prefix(), &err));
@@ -139,6 +143,14 @@ where
         &mut nodes,
         SystemOperation::sum(),
     );
+    let mut ranks_per_gpu = 0i32;
+    mpi.world.all_reduce_into(
+        &(placement.most_per_gpu() as i32),
+        &mut ranks_per_gpu,
+        SystemOperation::max(),
+    );
+    let ranks_per_gpu = ranks_per_gpu.max(1) as usize;
+    let device = placement.device_of(local_rank);
     if ctx.is_root() {
         if launch.nthreads.is_some() {
             eprintln!(
@@ -147,13 +159,26 @@ where
         }
         print_banner(
             &system,
-            &format!(
-                "{size} rank{}, one MPI process per GPU, {nodes} node{}",
-                plural(size),
-                plural(nodes as usize)
+            &placement::mpi_launch_text(
+                size,
+                nodes as usize,
+                ranks_per_gpu,
+                &MultiRank::from_process(),
             ),
         );
+        if ranks_per_gpu > 1 {
+            eprintln!(
+                "{}",
+                placement::sharing_note(
+                    ranks_per_gpu,
+                    preflight::multiprocessors(device),
+                    system.nccl.is_some(),
+                    std::env::var("NCCL_MAX_CTAS").ok().as_deref(),
+                )
+            );
+        }
     }
+    let ctx = &RankContext::new(ctx.rank(), size, device, ranks_per_gpu, mpi);
 
     let returned = Arc::new(AtomicBool::new(false));
     stop_if_stuck_after_failing(ctx.prefix(), Arc::clone(&returned));
@@ -227,17 +252,35 @@ fn agree_on_preflight(
     ctx: &RankContext,
     node: &SimpleCommunicator,
     lesson: &Lesson,
-) -> Result<Option<System>> {
-    let local_size = node.size() as usize;
+) -> Result<Option<(System, Placement)>> {
+    let (local_size, local_rank) = (node.size() as usize, node.rank() as usize);
     let check_here = || {
         preflight::check(lesson.needs, lesson.tool).and_then(|system| {
             let gpus = system.driver.map_or(0, |d| d.gpus);
-            match lesson.needs {
-                Needs::Nothing => Ok(system),
-                _ => check_gpu_count(local_size, gpus, true)
-                    .map(|()| system)
-                    .map_err(|p| vec![p]),
+            if lesson.needs == Needs::Nothing {
+                let placement = Placement {
+                    ranks_here: local_size,
+                    gpus: local_size,
+                };
+                return Ok((system, placement));
             }
+            let request = Request {
+                ranks_here: local_size,
+                gpus,
+                mpi: true,
+                multi_rank: MultiRank::from_process(),
+                nccl: system.nccl.as_ref().map(|nccl| nccl.version),
+            };
+            let placement = placement::place(&request).map_err(|p| vec![p])?;
+            // Processes that share a GPU do so through CUDA MPS.
+            let device = placement.device_of(local_rank);
+            placement::check_mps(
+                placement.ranks_on(device),
+                device,
+                preflight::mps_enabled(device),
+            )
+            .map_err(|p| vec![p])?;
+            Ok((system, placement))
         })
     };
     let leader = node.process_at_rank(0);
@@ -291,7 +334,7 @@ fn agree_on_preflight(
     };
     let go = ctx.broadcast_vec(go)?;
     Ok(match (go.first(), local) {
-        (Some(1), Ok(system)) => Some(system),
+        (Some(1), Ok(found)) => Some(found),
         _ => None,
     })
 }

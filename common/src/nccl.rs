@@ -8,7 +8,7 @@
 //!
 //! | guard | adopts what this returned | released by |
 //! |---|---|---|
-//! | [`Communicator`] | `ncclCommInitRank` | `ncclCommFinalize` + `ncclCommDestroy` (`ncclCommAbort` on error paths) |
+//! | [`Communicator`] | `ncclCommInitRank`, `ncclCommInitRankConfig` | `ncclCommFinalize` + `ncclCommDestroy` (`ncclCommAbort` on error paths) |
 //! | [`NcclBuffer`] | `ncclMemAlloc` | `ncclMemFree` |
 //! | [`Registration`] | `ncclCommRegister` | `ncclCommDeregister` |
 //! | [`Window`] | `ncclCommWindowRegister` | `ncclCommWindowDeregister` |
@@ -38,6 +38,47 @@ use crate::{CannotRun, NcclVersion, RankContext};
 /// `NCCL_WIN_COLL_SYMMETRIC` from `nccl.h` (2.27+): every rank registers a
 /// buffer of the same size, so NCCL may use its symmetric kernels.
 pub const NCCL_WIN_COLL_SYMMETRIC: c_int = 0x01;
+
+/// `NCCL_CONFIG_UNDEF_INT` from `nccl.h`: "NCCL's default" for a config field.
+const CONFIG_UNDEF_INT: c_int = c_int::MIN;
+/// `NCCL_API_MAGIC` from `nccl.h`: marks a config made by its initializer.
+const API_MAGIC: std::ffi::c_uint = 0xcafe_beef;
+
+/// The `ncclConfig_t` this rank's communicator is made with
+/// (`ncclCommInitRankConfig`): `NCCL_CONFIG_INITIALIZER` (every field
+/// NCCL's default), except, when ranks share a GPU, `maxCTAs`, which caps
+/// NCCL's blocks per rank at its share of the GPU
+/// ([`placement::nccl_max_ctas`](crate::placement::nccl_max_ctas)). NCCL's
+/// kernels wait for their peers' kernels, so every rank's blocks must fit on
+/// the GPU at once; NCCL's docs for `NCCL_MULTI_RANK_GPU_ENABLE` ask for
+/// such a cap. A user's own `NCCL_MAX_CTAS` overrides it (NCCL reads the
+/// variable after the config).
+///
+/// The layout is `nccl.h`'s of 2.28 (cudarc's): `size` and `version` tell a
+/// later NCCL which fields this struct has, so it reads no further.
+pub fn comm_config(ctx: &RankContext) -> sys::ncclConfig_t {
+    let multiprocessors = crate::preflight::multiprocessors(ctx.device());
+    let max_ctas = crate::placement::nccl_max_ctas(multiprocessors, ctx.ranks_per_gpu());
+    sys::ncclConfig_t {
+        size: std::mem::size_of::<sys::ncclConfig_t>(),
+        magic: API_MAGIC,
+        version: NcclVersion::new(2, 28, 0).code(),
+        blocking: CONFIG_UNDEF_INT,
+        cgaClusterSize: CONFIG_UNDEF_INT,
+        minCTAs: CONFIG_UNDEF_INT,
+        maxCTAs: max_ctas.map_or(CONFIG_UNDEF_INT, |cap| cap as c_int),
+        netName: ptr::null(),
+        splitShare: CONFIG_UNDEF_INT,
+        trafficClass: CONFIG_UNDEF_INT,
+        commName: ptr::null(),
+        collnetEnable: CONFIG_UNDEF_INT,
+        CTAPolicy: CONFIG_UNDEF_INT,
+        shrinkShare: CONFIG_UNDEF_INT,
+        nvlsCTAs: CONFIG_UNDEF_INT,
+        nChannelsPerNetPeer: CONFIG_UNDEF_INT,
+        nvlinkCentricSched: CONFIG_UNDEF_INT,
+    }
+}
 
 /// An NCCL call that did not return `ncclSuccess`.
 #[derive(Debug, Clone, PartialEq, Eq)]

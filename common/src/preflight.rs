@@ -371,22 +371,43 @@ fn with_sources(err: &dyn std::error::Error) -> String {
     text
 }
 
-/// The launcher's check that there are enough GPUs for the ranks on this node.
-pub fn check_gpu_count(ranks_here: usize, gpus: usize, mpi: bool) -> Result<(), CannotRun> {
-    if ranks_here <= gpus {
-        return Ok(());
+/// `cuDeviceGetAttribute(attribute)` of GPU `device` (an ordinal the
+/// driver counted), or `None` where the driver cannot say (an attribute this
+/// driver does not know, say). The driver must be initialised
+/// ([`probe_driver`]).
+pub fn device_attribute(device: usize, attribute: cu::CUdevice_attribute) -> Option<i32> {
+    let ordinal = c_int::try_from(device).ok()?;
+    let mut handle: cu::CUdevice = 0;
+    let mut value: c_int = 0;
+    // SAFETY: cuInit succeeded (the preflight); both calls write one value.
+    unsafe {
+        if cu::cuDeviceGet(&mut handle, ordinal) != cu::CUresult::CUDA_SUCCESS {
+            return None;
+        }
+        if cu::cuDeviceGetAttribute(&mut value, attribute, handle) != cu::CUresult::CUDA_SUCCESS {
+            return None;
+        }
     }
-    Err(if mpi {
-        CannotRun::new(
-            format!("{ranks_here} MPI processes share this node, but it has only {gpus} GPU(s): each process needs a GPU of its own"),
-            format!("start at most {gpus} processes per node, e.g. mpirun -np {gpus}"),
-        )
-    } else {
-        CannotRun::new(
-            format!("NTHREADS={ranks_here} asks for {ranks_here} ranks, but only {gpus} GPU(s) are visible: each rank needs a GPU of its own"),
-            format!("set NTHREADS to {gpus} or fewer, or make more GPUs visible (CUDA_VISIBLE_DEVICES)"),
-        )
-    })
+    Some(value)
+}
+
+/// The multiprocessors of GPU `device` (0 where the driver cannot say).
+pub fn multiprocessors(device: usize) -> u32 {
+    device_attribute(
+        device,
+        cu::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
+    )
+    .map_or(0, |n| n.max(0) as u32)
+}
+
+/// Will contexts on GPU `device` be shared through CUDA MPS (an MPS server
+/// serves this process)? `None` where the driver cannot say.
+pub fn mps_enabled(device: usize) -> Option<bool> {
+    device_attribute(
+        device,
+        cu::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MPS_ENABLED,
+    )
+    .map(|v| v != 0)
 }
 
 #[cfg(test)]
@@ -566,16 +587,5 @@ mod tests {
             cu::CUresult::CUDA_SUCCESS
         });
         assert_eq!(ok.unwrap(), 13000);
-    }
-
-    #[test]
-    fn more_ranks_than_gpus_is_a_clear_error() {
-        assert!(check_gpu_count(2, 2, false).is_ok());
-        let err = check_gpu_count(5, 4, false).unwrap_err();
-        assert!(err.reason.contains("NTHREADS=5"), "{err}");
-        assert!(err.fix.contains("4 or fewer"), "{}", err.fix);
-        let err = check_gpu_count(3, 2, true).unwrap_err();
-        assert!(err.reason.contains("3 MPI processes"), "{err}");
-        assert!(err.fix.contains("mpirun -np 2"), "{}", err.fix);
     }
 }

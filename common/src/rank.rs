@@ -28,6 +28,7 @@ pub struct RankContext<'a> {
     rank: usize,
     size: usize,
     device: usize,
+    ranks_per_gpu: usize,
     backend: &'a dyn Backend,
 }
 
@@ -49,11 +50,18 @@ impl Display for Reported {
 impl std::error::Error for Reported {}
 
 impl<'a> RankContext<'a> {
-    pub(crate) fn new(rank: usize, size: usize, device: usize, backend: &'a dyn Backend) -> Self {
+    pub(crate) fn new(
+        rank: usize,
+        size: usize,
+        device: usize,
+        ranks_per_gpu: usize,
+        backend: &'a dyn Backend,
+    ) -> Self {
         Self {
             rank,
             size,
             device,
+            ranks_per_gpu: ranks_per_gpu.max(1),
             backend,
         }
     }
@@ -68,10 +76,28 @@ impl<'a> RankContext<'a> {
         self.size
     }
 
-    /// The CUDA device ordinal this rank drives: the rank itself in thread mode,
-    /// the rank within its node in MPI mode.
+    /// The CUDA device ordinal this rank drives: the rank (in MPI mode, the
+    /// rank within its node) modulo the visible GPUs, so the rank itself
+    /// when every rank has a GPU of its own.
     pub fn device(&self) -> usize {
         self.device
+    }
+
+    /// The most ranks of this job that share one GPU: 1 when every rank has
+    /// its own, more when `NCCL_MULTI_RANK_GPU_ENABLE=1` let ranks share
+    /// (see `placement.rs`). The same on every rank.
+    pub fn ranks_per_gpu(&self) -> usize {
+        self.ranks_per_gpu
+    }
+
+    /// This rank's share of `blocks` that a GPU holds at once:
+    /// `blocks / ranks_per_gpu()`, the same on every rank. A kernel whose
+    /// blocks wait for other blocks or ranks (an LSA barrier, a cooperative
+    /// grid) must launch no more than this, or the ranks sharing the GPU
+    /// cannot all be resident and their barriers wait for blocks that never
+    /// start. 0 when there are fewer blocks than ranks on the GPU.
+    pub fn share_of_gpu(&self, blocks: u32) -> u32 {
+        blocks / self.ranks_per_gpu as u32
     }
 
     /// Rank 0: the one that creates the NCCL unique id and prints shared lines.

@@ -12,12 +12,14 @@ use std::ptr;
 use anyhow::{Context, Result};
 
 use crate::nccl::{
-    share_unique_id, sys, Communicator, NcclBuffer, NcclCheck, Registration, Window,
+    comm_config, share_unique_id, sys, Communicator, NcclBuffer, NcclCheck, Registration, Window,
     NCCL_WIN_COLL_SYMMETRIC,
 };
 use crate::RankContext;
 
-/// `ncclGetUniqueId` on rank 0, shared, then `ncclCommInitRank` on every rank.
+/// `ncclGetUniqueId` on rank 0, shared, then `ncclCommInitRankConfig` on
+/// every rank, with [`comm_config`] (NCCL's defaults, but for ranks that
+/// share a GPU).
 pub fn communicator(ctx: &RankContext) -> Result<Communicator> {
     let mut id = sys::ncclUniqueId { internal: [0; 128] };
     if ctx.is_root() {
@@ -26,9 +28,12 @@ pub fn communicator(ctx: &RankContext) -> Result<Communicator> {
     }
     share_unique_id(ctx, &mut id)?;
     let mut raw = ptr::null_mut();
-    // SAFETY: `raw` receives the new communicator; every rank passes the same id.
-    unsafe { sys::ncclCommInitRank(&mut raw, ctx.size() as c_int, id, ctx.rank() as c_int) }
-        .check("ncclCommInitRank")?;
+    let mut config = comm_config(ctx);
+    let (size, rank) = (ctx.size() as c_int, ctx.rank() as c_int);
+    // SAFETY: `raw` receives the new communicator; every rank passes the same
+    // id; NCCL reads the config during the call.
+    unsafe { sys::ncclCommInitRankConfig(&mut raw, size, id, rank, &mut config) }
+        .check("ncclCommInitRankConfig")?;
     // SAFETY: `raw` is the communicator just made.
     Ok(unsafe { Communicator::adopt(raw) })
 }

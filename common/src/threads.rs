@@ -21,8 +21,9 @@ use crate::cli::LaunchArgs;
 use crate::error::{
     exit_code, flush_and_exit, panic_message, render, PeerFailed, EXIT_FAILED, EXIT_OK,
 };
-use crate::lesson::{plural, print_banner, Lesson, ABANDON_AFTER};
-use crate::preflight::{check_gpu_count, Needs};
+use crate::lesson::{print_banner, Lesson, ABANDON_AFTER};
+use crate::placement::{self, MultiRank, Placement, Request};
+use crate::preflight::Needs;
 use crate::rank::{Backend, RankContext, Reported};
 use crate::CannotRun;
 
@@ -162,18 +163,50 @@ where
         (None, Needs::Nothing) => 1,
         (None, _) => gpus,
     };
-    if lesson.needs != Needs::Nothing {
-        if let Err(problem) = check_gpu_count(size, gpus, false) {
-            return cannot_run(lesson, &[problem]);
+    // A program that needs no GPU (the launcher's own probe) puts rank r on
+    // "device" r and shares nothing.
+    let multi_rank = MultiRank::from_process();
+    let placement = if lesson.needs == Needs::Nothing {
+        Placement {
+            ranks_here: size,
+            gpus: size,
         }
-    }
+    } else {
+        let request = Request {
+            ranks_here: size,
+            gpus,
+            mpi: false,
+            multi_rank: multi_rank.clone(),
+            nccl: system.nccl.as_ref().map(|nccl| nccl.version),
+        };
+        match placement::place(&request) {
+            Ok(placement) => placement,
+            Err(problem) => return cannot_run(lesson, &[problem]),
+        }
+    };
     print_banner(
         &system,
-        &format!("{size} rank{}, one thread per GPU", plural(size)),
+        &placement::thread_launch_text(&placement, &multi_rank),
     );
+    let ranks_per_gpu = placement.most_per_gpu();
+    if placement.shares() {
+        let multiprocessors = (0..placement.gpus_used())
+            .map(crate::preflight::multiprocessors)
+            .min()
+            .unwrap_or(0);
+        eprintln!(
+            "{}",
+            placement::sharing_note(
+                ranks_per_gpu,
+                multiprocessors,
+                system.nccl.is_some(),
+                std::env::var("NCCL_MAX_CTAS").ok().as_deref(),
+            )
+        );
+    }
     crate::signals::set_ranks((0..size).map(|r| format!("[rank {r}/{size}] ")).collect());
-    let devices: Vec<usize> = (0..size).collect();
-    run(size, &devices, body)
+    let devices: Vec<usize> = (0..size).map(|r| placement.device_of(r)).collect();
+    run(size, &devices, ranks_per_gpu, body)
 }
 
 /// Prints why the lesson cannot run here and returns exit code 2.
@@ -210,11 +243,11 @@ fn started_by_mpirun_without_mpi() -> Option<CannotRun> {
     })
 }
 
-/// Runs `body` on `size` threads, rank r on device `devices[r]`, and returns
-/// the exit code. Prints each failing rank's error as `[rank r/n] error: ...`.
+/// Runs `body` on `size` threads, rank r on device `devices[r]`, up to
+/// `ranks_per_gpu` of them on one GPU, and returns the exit code. Prints each failing rank's error as `[rank r/n] error: ...`.
 /// If a rank fails and another does not return within [`ABANDON_AFTER`], exits
 /// the process from here.
-pub(crate) fn run<F>(size: usize, devices: &[usize], body: F) -> u8
+pub(crate) fn run<F>(size: usize, devices: &[usize], ranks_per_gpu: usize, body: F) -> u8
 where
     F: Fn(&RankContext) -> Result<()> + Sync,
 {
@@ -230,7 +263,7 @@ where
                     crate::rank::when_leaving_on_error(Box::new(move || {
                         let _ = failing.send(Report::Failing(rank));
                     }));
-                    let ctx = RankContext::new(rank, size, device, team);
+                    let ctx = RankContext::new(rank, size, device, ranks_per_gpu, team);
                     let outcome =
                         catch_unwind(AssertUnwindSafe(|| body(&ctx))).unwrap_or_else(|panic| {
                             Err(anyhow!("panicked: {}", panic_message(&*panic)))
@@ -377,7 +410,7 @@ mod tests {
     #[test]
     fn every_rank_sees_roots_broadcast() {
         let seen = Mutex::new(vec![Vec::new(); 4]);
-        let code = run(4, &[0, 1, 2, 3], |ctx| {
+        let code = run(4, &[0, 1, 2, 3], 1, |ctx| {
             let mut id = if ctx.is_root() {
                 vec![7u8; 128]
             } else {
@@ -398,7 +431,7 @@ mod tests {
     #[test]
     fn gather_returns_rank_order_on_root_only() {
         let gathered = Mutex::new(None);
-        let code = run(3, &[0, 1, 2], |ctx| {
+        let code = run(3, &[0, 1, 2], 1, |ctx| {
             // Make the ranks arrive out of order.
             std::thread::sleep(Duration::from_millis(10 * (3 - ctx.rank() as u64)));
             let all = ctx.gather(vec![ctx.rank() as u8; ctx.rank() + 1])?;
@@ -418,7 +451,7 @@ mod tests {
     #[test]
     fn barrier_holds_everyone_until_the_last_arrives() {
         let before = AtomicUsize::new(0);
-        let code = run(4, &[0, 1, 2, 3], |ctx| {
+        let code = run(4, &[0, 1, 2, 3], 1, |ctx| {
             for round in 1..=20 {
                 before.fetch_add(1, Ordering::SeqCst);
                 ctx.barrier()?;
@@ -433,7 +466,7 @@ mod tests {
     #[test]
     fn a_failing_rank_releases_the_others_from_the_barrier() {
         let start = Instant::now();
-        let code = run(3, &[0, 1, 2], |ctx| {
+        let code = run(3, &[0, 1, 2], 1, |ctx| {
             if ctx.rank() == 1 {
                 anyhow::bail!("rank 1 gives up");
             }
@@ -448,7 +481,7 @@ mod tests {
 
     #[test]
     fn cannot_run_everywhere_exits_2() {
-        let code = run(2, &[0, 1], |_| {
+        let code = run(2, &[0, 1], 1, |_| {
             Err(crate::CannotRun::new("no", "yes").into())
         });
         assert_eq!(code, crate::EXIT_CANNOT_RUN);
@@ -457,7 +490,7 @@ mod tests {
     #[test]
     fn all_ok_fails_everyone_when_one_rank_fails() {
         let results = Mutex::new(vec![]);
-        let code = run(3, &[0, 1, 2], |ctx| {
+        let code = run(3, &[0, 1, 2], 1, |ctx| {
             let local = if ctx.rank() == 2 {
                 Err(anyhow!("element 5 is wrong"))
             } else {
@@ -477,7 +510,7 @@ mod tests {
 
     #[test]
     fn panics_become_failures() {
-        let code = run(2, &[0, 1], |ctx| {
+        let code = run(2, &[0, 1], 1, |ctx| {
             if ctx.rank() == 0 {
                 panic!("boom");
             }

@@ -73,6 +73,22 @@ pub fn mpirun(ranks: usize, program: &Path) -> Command {
     cmd
 }
 
+/// GPUs the CUDA driver sees here (0 without a driver).
+pub fn visible_gpus() -> usize {
+    common::preflight::probe_driver().map_or(0, |driver| driver.gpus)
+}
+
+/// With fewer GPUs here than `ranks`, asks for the ranks to share them the
+/// way a user does (`NCCL_MULTI_RANK_GPU_ENABLE=1`), unless the environment
+/// already says; so that `GPU_TEST_RANKS=2` and `4` run on one GPU. (An MPI
+/// build then needs an MPS server: see the book's "One GPU, several ranks".)
+pub fn share_gpus_if_needed(cmd: &mut Command, ranks: usize) {
+    if ranks > visible_gpus() && std::env::var_os(common::placement::MULTI_RANK_VARIABLE).is_none()
+    {
+        cmd.env(common::placement::MULTI_RANK_VARIABLE, "1");
+    }
+}
+
 /// The GPU machines share their GPUs: NVLink multicast (NVLS) stays off.
 pub fn keep_multicast_off(cmd: &mut Command) {
     cmd.env("NCCL_NVLS_ENABLE", "0")
@@ -438,11 +454,74 @@ pub fn transcript_marker(ranks: usize) -> String {
     format!("<!-- transcript: {ranks} rank{} -->", common::plural(ranks))
 }
 
+/// The marker before a README's transcript for `ranks` ranks sharing
+/// `gpus` GPUs: `<!-- transcript: 2 ranks on 1 GPU -->`.
+pub fn transcript_marker_on(ranks: usize, gpus: usize) -> String {
+    format!(
+        "<!-- transcript: {ranks} rank{} on {gpus} GPU{} -->",
+        common::plural(ranks),
+        common::plural(gpus)
+    )
+}
+
 /// The expected transcript for `ranks` ranks: the fenced block after
 /// [`transcript_marker`], one entry per line.
 pub fn readme_transcript(readme: &str, ranks: usize) -> Option<Vec<String>> {
-    let marker = transcript_marker(ranks);
-    let after = &readme[readme.find(&marker)? + marker.len()..];
+    block_after(readme, &transcript_marker(ranks))
+}
+
+/// The expected transcript for `ranks` ranks sharing `gpus` GPUs: the
+/// fenced block after [`transcript_marker_on`].
+pub fn readme_transcript_on(readme: &str, ranks: usize, gpus: usize) -> Option<Vec<String>> {
+    block_after(readme, &transcript_marker_on(ranks, gpus))
+}
+
+/// The one-GPU-per-rank transcript turned into what the same program prints
+/// when its ranks share `gpus` GPUs (round robin): the launch line of
+/// `placement::thread_launch_text`, and `device d` in a rank's line as
+/// `device d mod gpus` (d is the rank in a one-GPU-per-rank run).
+pub fn as_shared_transcript(expected: &[String], gpus: usize) -> Vec<String> {
+    use common::placement::{thread_launch_text, MultiRank, Placement};
+    expected
+        .iter()
+        .map(|line| {
+            if let Some(rest) = line.strip_prefix("Launch: ") {
+                let ranks: usize = rest
+                    .split(' ')
+                    .next()
+                    .and_then(|n| n.parse().ok())
+                    .unwrap_or(0);
+                let placement = Placement {
+                    ranks_here: ranks,
+                    gpus,
+                };
+                return format!(
+                    "Launch: {}",
+                    thread_launch_text(&placement, &MultiRank::On("1".into()))
+                );
+            }
+            let Some(at) = line.find("device ") else {
+                return line.clone();
+            };
+            let digits: String = line[at + 7..]
+                .chars()
+                .take_while(char::is_ascii_digit)
+                .collect();
+            match digits.parse::<usize>() {
+                Ok(device) => format!(
+                    "{}device {}{}",
+                    &line[..at],
+                    device % gpus.max(1),
+                    &line[at + 7 + digits.len()..]
+                ),
+                Err(_) => line.clone(),
+            }
+        })
+        .collect()
+}
+
+fn block_after(readme: &str, marker: &str) -> Option<Vec<String>> {
+    let after = &readme[readme.find(marker)? + marker.len()..];
     let fence_start = after.find("```")?;
     let body = &after[fence_start..];
     let body = &body[body.find('\n')? + 1..];
@@ -491,18 +570,38 @@ pub fn compare_transcript(expected: &[String], actual: &str) -> Result<(), Strin
     Err(report)
 }
 
-/// The thread-mode transcript turned into the MPI one: only the launch line differs.
+/// The thread-mode transcript turned into the MPI one: only the launch line
+/// differs (`placement::mpi_launch_text`'s, one node).
 pub fn as_mpi_transcript(expected: &[String]) -> Vec<String> {
     expected
         .iter()
         .map(|line| match line.strip_prefix("Launch: ") {
-            Some(rest) => format!(
-                "Launch: {}",
-                rest.replace("one thread per GPU", "one MPI process per GPU, 1 node")
-            ),
+            Some(rest) => format!("Launch: {}", mpi_launch_of(rest)),
             None => line.clone(),
         })
         .collect()
+}
+
+/// The MPI launch text for a thread-mode one: `2 ranks, one thread per
+/// GPU`, or `4 ranks on 1 GPU, one thread each (NCCL_MULTI_RANK_GPU_ENABLE=1)`.
+fn mpi_launch_of(thread_text: &str) -> String {
+    let words: Vec<&str> = thread_text.split(' ').collect();
+    let ranks: usize = words.first().and_then(|n| n.parse().ok()).unwrap_or(0);
+    match (words.get(2), words.get(3)) {
+        (Some(&"on"), Some(gpus)) => {
+            let gpus: usize = gpus.parse().unwrap_or(1).max(1);
+            let setting = thread_text
+                .rsplit_once('(')
+                .map_or("", |(_, s)| s.trim_end_matches(')'));
+            let multi_rank = common::placement::MultiRank::read(
+                setting
+                    .split_once('=')
+                    .map(|(_, v)| std::ffi::OsStr::new(v)),
+            );
+            common::placement::mpi_launch_text(ranks, 1, ranks.div_ceil(gpus), &multi_rank)
+        }
+        _ => thread_text.replace("one thread per GPU", "one MPI process per GPU, 1 node"),
+    }
 }
 
 /// `// Step N: text` comments of a source file, as `Step N: text`.
@@ -698,15 +797,20 @@ impl LessonUnderTest {
 
     /// A command for the lesson with `ranks` ranks: `NTHREADS=ranks lesson` in
     /// a thread-mode build, `mpirun -np ranks lesson` in an MPI build.
+    ///
+    /// With fewer GPUs than `ranks`, the ranks share them
+    /// ([`share_gpus_if_needed`]).
     pub fn command(&self, ranks: usize) -> Command {
-        if mpi_build() {
+        let mut cmd = if mpi_build() {
             mpirun(ranks, &self.binary)
         } else {
             let mut cmd = Command::new(&self.binary);
             cmd.env("NTHREADS", ranks.to_string());
             keep_multicast_off(&mut cmd);
             cmd
-        }
+        };
+        share_gpus_if_needed(&mut cmd, ranks);
+        cmd
     }
 
     /// Runs the lesson (see [`command`](Self::command)) with `args`, within `limit`.
@@ -742,14 +846,34 @@ impl LessonUnderTest {
     /// Runs the lesson on `ranks` GPUs and compares stdout with the README's
     /// transcript for that many ranks (thread mode's; in an MPI build the
     /// launch line is swapped for MPI's).
+    ///
+    /// With fewer GPUs here than `ranks` the ranks share them: the README's
+    /// transcript for that placement if it has one
+    /// ([`transcript_marker_on`]), else its `ranks`-rank transcript with the
+    /// launch line and the device numbers this placement prints
+    /// ([`as_shared_transcript`]).
     pub fn assert_transcript(&self, ranks: usize, args: &[&str]) {
-        let expected = readme_transcript(&self.readme(), ranks).unwrap_or_else(|| {
-            panic!(
-                "{}: README has no `{}` block",
-                self.name,
-                transcript_marker(ranks)
-            )
-        });
+        let readme = self.readme();
+        let gpus = visible_gpus();
+        let shared = (ranks > gpus && gpus > 0)
+            .then(|| readme_transcript_on(&readme, ranks, gpus))
+            .flatten();
+        let expected = shared
+            .or_else(|| {
+                let block = readme_transcript(&readme, ranks)?;
+                Some(if ranks > gpus && gpus > 0 {
+                    as_shared_transcript(&block, gpus)
+                } else {
+                    block
+                })
+            })
+            .unwrap_or_else(|| {
+                panic!(
+                    "{}: README has no `{}` block",
+                    self.name,
+                    transcript_marker(ranks)
+                )
+            });
         let expected = if mpi_build() {
             as_mpi_transcript(&expected)
         } else {
@@ -786,11 +910,16 @@ impl LessonUnderTest {
 
     /// More ranks than GPUs (one more than this machine has): exit 2 with the
     /// count and the fix, before any NCCL call, within 5 s also under mpirun.
+    /// Without `NCCL_MULTI_RANK_GPU_ENABLE`, that is: the ranks may not
+    /// share a GPU, and the fix names the variable or the NCCL release
+    /// that allows it.
     pub fn assert_more_ranks_than_gpus_exits_2(&self) {
-        let gpus = common::preflight::probe_driver().map_or(0, |driver| driver.gpus);
+        let gpus = visible_gpus();
         let ranks = gpus + 1;
         let start = Instant::now();
-        let out = self.run(ranks, &[], Duration::from_secs(120));
+        let mut cmd = self.command(ranks);
+        cmd.env_remove(common::placement::MULTI_RANK_VARIABLE);
+        let out = run_with_timeout(&mut cmd, Duration::from_secs(120));
         let elapsed = start.elapsed();
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{}: {stderr}", self.name);
@@ -802,6 +931,10 @@ impl LessonUnderTest {
         assert!(
             stderr.contains(&reason),
             "expected {reason:?} in:\n{stderr}"
+        );
+        assert!(
+            stderr.contains("NCCL_MULTI_RANK_GPU_ENABLE=1"),
+            "the fix names the variable or the release:\n{stderr}"
         );
         assert!(
             elapsed < Duration::from_secs(5),
@@ -1044,6 +1177,47 @@ mod tests {
         assert!(err.starts_with("transcript differs at line 2"), "{err}");
         assert!(compare_transcript(&expected, "a\nb\nextra").is_err());
         assert!(compare_transcript(&expected, "a").is_err());
+    }
+
+    #[test]
+    fn a_shared_gpu_changes_the_launch_line_and_the_devices() {
+        let expected: Vec<String> = [
+            "NCCL [..]",
+            "Launch: 4 ranks, one thread per GPU",
+            "  Rank 0 communicator initialized using device 0",
+            "  Rank 3 communicator initialized using device 3",
+            "  Rank 3 using GPU device 3",
+            "All 4 ranks agree",
+        ]
+        .map(String::from)
+        .to_vec();
+        assert_eq!(
+            as_shared_transcript(&expected, 1),
+            [
+                "NCCL [..]",
+                "Launch: 4 ranks on 1 GPU, one thread each (NCCL_MULTI_RANK_GPU_ENABLE=1)",
+                "  Rank 0 communicator initialized using device 0",
+                "  Rank 3 communicator initialized using device 0",
+                "  Rank 3 using GPU device 0",
+                "All 4 ranks agree",
+            ]
+        );
+        assert_eq!(
+            as_shared_transcript(&expected, 2)[3],
+            "  Rank 3 communicator initialized using device 1"
+        );
+        assert_eq!(
+            as_mpi_transcript(&as_shared_transcript(&expected, 1))[1],
+            "Launch: 4 ranks, one MPI process each, 1 node, up to 4 per GPU (NCCL_MULTI_RANK_GPU_ENABLE=1, MPS)"
+        );
+        let readme = "x\n<!-- transcript: 2 ranks on 1 GPU -->\n```text\nshared\n```\n\
+                      <!-- transcript: 2 ranks -->\n```text\nown\n```\n";
+        assert_eq!(
+            readme_transcript_on(readme, 2, 1),
+            Some(vec!["shared".into()])
+        );
+        assert_eq!(readme_transcript(readme, 2), Some(vec!["own".into()]));
+        assert_eq!(readme_transcript_on(readme, 4, 1), None);
     }
 
     #[test]

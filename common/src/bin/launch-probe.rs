@@ -14,7 +14,7 @@
 use std::process::ExitCode;
 
 use anyhow::{bail, Result};
-use common::{CannotRun, Lesson, Needs, RankContext};
+use common::{CannotRun, Lesson, NcclVersion, Needs, RankContext};
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 enum Scenario {
@@ -44,6 +44,9 @@ enum ProbeNeeds {
     /// A GPU and its driver, as lesson 04 needs: checks a machine's driver
     /// before any lesson runs there.
     Gpu,
+    /// A GPU and NCCL 2.19 or later, as lesson 01 needs: the launcher's
+    /// decisions that depend on NCCL's release (ranks sharing a GPU).
+    Nccl,
 }
 
 #[derive(clap::Args, Debug)]
@@ -73,14 +76,22 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args_os()
         .map(|arg| arg.to_string_lossy().into_owned())
         .collect();
-    let gpu = args
-        .windows(2)
-        .any(|pair| pair[0] == "--needs" && pair[1] == "gpu")
-        || args.iter().any(|arg| arg == "--needs=gpu");
-    let lesson = Lesson {
-        needs: if gpu { Needs::Gpu } else { Needs::Nothing },
-        ..PROBE
+    let asks = |what: &str| {
+        args.windows(2)
+            .any(|pair| pair[0] == "--needs" && pair[1] == what)
+            || args.iter().any(|arg| *arg == format!("--needs={what}"))
     };
+    let needs = if asks("gpu") {
+        Needs::Gpu
+    } else if asks("nccl") {
+        Needs::GpuAndNccl {
+            min: NcclVersion::new(2, 19, 0),
+            feature: "the launcher's checks",
+        }
+    } else {
+        Needs::Nothing
+    };
+    let lesson = Lesson { needs, ..PROBE };
     common::run(&lesson, probe)
 }
 
@@ -149,8 +160,12 @@ fn probe(ctx: &RankContext, args: &ProbeArgs) -> Result<()> {
         _ => {}
     }
     ctx.barrier()?;
+    let sharing = match ctx.ranks_per_gpu() {
+        1 => String::new(),
+        n => format!(" (up to {n} ranks per GPU)"),
+    };
     ctx.println_ordered(format!(
-        "  Rank {} of {} on device {} passed the barrier",
+        "  Rank {} of {} on device {}{sharing} passed the barrier",
         ctx.rank(),
         ctx.size(),
         ctx.device()
