@@ -65,6 +65,32 @@ impl FastOptions {
             twoshot_max_blocks: twoshot_max_blocks.max(1),
         }
     }
+
+    /// These options with the one-shot kernel kept within `blocks`, this
+    /// rank's share of the one-shot blocks the GPU holds at once
+    /// (`RankContext::share_of_gpu`). One-shot blocks wait for the LL data
+    /// of the same-numbered block of every peer, so, like the two-shot's,
+    /// every rank's must be resident together. A buffer of up to `blocks` x
+    /// [`THREADS`] units (8 bytes each) takes at most `blocks` blocks
+    /// ([`oneshot_blocks`]); larger ones go two-shot. With a GPU to itself
+    /// the share covers [`LL_BLOCKS`] and nothing changes.
+    pub fn fit_oneshot(self, blocks: u32) -> Self {
+        Self {
+            oneshot_max_bytes: self.oneshot_max_bytes.min(oneshot_max_within(blocks)),
+            ..self
+        }
+    }
+}
+
+/// The largest buffer whose one-shot grid ([`oneshot_blocks`]) takes at most
+/// `blocks` blocks: [`ONESHOT_CAPACITY`] from [`LL_BLOCKS`] blocks on, else
+/// `blocks` x [`THREADS`] units of 8 bytes.
+pub fn oneshot_max_within(blocks: u32) -> usize {
+    if blocks >= LL_BLOCKS {
+        ONESHOT_CAPACITY
+    } else {
+        blocks as usize * THREADS as usize * 8
+    }
 }
 
 /// Where one-shot stops paying at 2 ranks, measured with
@@ -123,16 +149,24 @@ impl Residency {
 
 /// The most blocks the two-shot kernel may run: `requested`
 /// (`--twoshot-blocks`) or, by default, one block per multiprocessor, and
-/// never more than [`Residency::blocks`].
+/// never more than this rank's share of [`Residency::blocks`] when
+/// `ranks_per_gpu` ranks share the GPU (`RankContext::ranks_per_gpu`).
 ///
 /// Every block of the two-shot waits at an LSA barrier for the
 /// same-numbered block of every peer. A block that is not resident cannot
 /// arrive until a resident one has left, so past the resident count the
 /// kernel's progress would rest on the order in which the GPU dispatches
-/// blocks, on every rank at once. A default above it is clamped; a request
-/// above it is refused (exit code 2).
-pub fn twoshot_cap(requested: Option<u32>, residency: Residency) -> Result<u32, CannotRun> {
+/// blocks, on every rank at once. Ranks that share a GPU are resident
+/// together, so each takes 1/`ranks_per_gpu` of it. A default above the
+/// share is clamped; a request above it is refused (exit code 2).
+pub fn twoshot_cap(
+    requested: Option<u32>,
+    residency: Residency,
+    ranks_per_gpu: usize,
+) -> Result<u32, CannotRun> {
     let resident = residency.blocks();
+    let sharing = ranks_per_gpu.max(1) as u32;
+    let share = resident / sharing;
     let Residency {
         per_multiprocessor,
         multiprocessors,
@@ -145,23 +179,57 @@ pub fn twoshot_cap(requested: Option<u32>, residency: Residency) -> Result<u32, 
             "run on a GPU with more registers per multiprocessor (Volta or newer), or use --kernel simple",
         ));
     }
+    if share == 0 {
+        return Err(CannotRun::new(
+            format!(
+                "{sharing} ranks share this GPU, which holds only {resident} blocks of the two-shot kernel at once: \
+                 fewer than one per rank, and every rank's blocks must be resident together"
+            ),
+            format!("run at most {resident} ranks per GPU, or use --kernel simple"),
+        ));
+    }
+    let whose = if sharing > 1 {
+        format!(
+            "this rank's share of what this GPU holds at once ({sharing} ranks share it): {share} of {resident}"
+        )
+    } else {
+        format!("this GPU holds at once: {resident}")
+    };
     match requested {
-        None => Ok(multiprocessors.max(1).min(resident)),
-        Some(blocks) if blocks <= resident => Ok(blocks.max(1)),
+        None => Ok((multiprocessors / sharing).max(1).min(share)),
+        Some(blocks) if blocks <= share => Ok(blocks.max(1)),
         Some(blocks) => Err(CannotRun::new(
             format!(
-                "--twoshot-blocks {blocks} asks for more blocks than this GPU holds at once: {resident} \
+                "--twoshot-blocks {blocks} asks for more blocks than {whose} \
                  ({per_multiprocessor} blocks of {THREADS} threads of the two-shot kernel per multiprocessor, \
                  from cuOccupancyMaxActiveBlocksPerMultiprocessor, x {multiprocessors} multiprocessors); \
                  its blocks wait for each other at LSA barriers, so a block that is not resident would \
                  leave progress to the order in which the GPU dispatches blocks"
             ),
             format!(
-                "pass --twoshot-blocks {resident} or fewer, or leave it out (default: one block per multiprocessor, {})",
-                multiprocessors.min(resident)
+                "pass --twoshot-blocks {share} or fewer, or leave it out (default: one block per multiprocessor{}, {})",
+                if sharing > 1 { " and rank" } else { "" },
+                (multiprocessors / sharing).max(1).min(share)
             ),
         )),
     }
+}
+
+/// A kernel of `blocks` fixed blocks (NVIDIA's example, 16) whose blocks
+/// wait at LSA barriers, on a GPU of which this rank may use `share`
+/// resident blocks: refused (exit code 2) when they would not all fit
+/// beside the other ranks' on the same GPU.
+pub fn check_fixed_grid(blocks: u32, share: u32) -> Result<(), CannotRun> {
+    if blocks <= share {
+        return Ok(());
+    }
+    Err(CannotRun::new(
+        format!(
+            "the kernel runs {blocks} blocks that wait for each other's peers at LSA barriers, \
+             but this rank's share of the blocks its GPU holds at once is {share}: too many ranks share the GPU"
+        ),
+        "run fewer ranks per GPU",
+    ))
 }
 
 /// One launch of the fast AllReduce: which kernel, and its grid.
@@ -405,6 +473,20 @@ impl FastKernels {
         })
     }
 
+    /// What the occupancy API says about the loaded one-shot kernel (`None`
+    /// on the jit route, which has none); see [`FastOptions::fit_oneshot`].
+    pub fn oneshot_residency(&self, multiprocessors: u32) -> Result<Option<Residency>> {
+        let Some(oneshot) = self.oneshot else {
+            return Ok(None);
+        };
+        // SAFETY: as in twoshot_residency.
+        let per_multiprocessor = unsafe { blocks_per_multiprocessor(oneshot, THREADS)? };
+        Ok(Some(Residency {
+            per_multiprocessor,
+            multiprocessors,
+        }))
+    }
+
     /// Enqueues `path` on `stream`. The device communicator must have been
     /// created with [`requirements`] for these options.
     pub fn launch(
@@ -582,16 +664,16 @@ mod tests {
     #[test]
     fn the_twoshot_grid_is_capped_at_what_can_be_resident() {
         assert_eq!(H200.blocks(), 264);
-        assert_eq!(twoshot_cap(None, H200), Ok(132));
-        assert_eq!(twoshot_cap(Some(264), H200), Ok(264));
-        assert_eq!(twoshot_cap(Some(16), H200), Ok(16));
+        assert_eq!(twoshot_cap(None, H200, 1), Ok(132));
+        assert_eq!(twoshot_cap(Some(264), H200, 1), Ok(264));
+        assert_eq!(twoshot_cap(Some(16), H200, 1), Ok(16));
         // A kernel that fits once per multiprocessor on a small GPU: the
         // default (one per multiprocessor) is what fits.
         let one = Residency {
             per_multiprocessor: 1,
             multiprocessors: 80,
         };
-        assert_eq!(twoshot_cap(None, one), Ok(80));
+        assert_eq!(twoshot_cap(None, one, 1), Ok(80));
         assert_eq!(
             one.min(H200),
             Residency {
@@ -603,7 +685,7 @@ mod tests {
 
     #[test]
     fn more_blocks_than_can_be_resident_are_refused_with_the_fix() {
-        let err = twoshot_cap(Some(1024), H200).unwrap_err();
+        let err = twoshot_cap(Some(1024), H200, 1).unwrap_err();
         assert!(
             err.reason.starts_with(
                 "--twoshot-blocks 1024 asks for more blocks than this GPU holds at once: 264 (2 blocks of 512 threads"
@@ -625,7 +707,71 @@ mod tests {
             per_multiprocessor: 0,
             multiprocessors: 132,
         };
-        assert!(twoshot_cap(None, none).is_err());
+        assert!(twoshot_cap(None, none, 1).is_err());
+    }
+
+    #[test]
+    fn ranks_that_share_a_gpu_each_take_their_share() {
+        // 2 ranks on one H200: 132 of its 264 resident blocks each, and by
+        // default 66, one per multiprocessor between them.
+        assert_eq!(twoshot_cap(None, H200, 2), Ok(66));
+        assert_eq!(twoshot_cap(Some(132), H200, 2), Ok(132));
+        assert_eq!(twoshot_cap(None, H200, 8), Ok(16));
+        let err = twoshot_cap(Some(133), H200, 2).unwrap_err();
+        assert!(
+            err.reason.starts_with(
+                "--twoshot-blocks 133 asks for more blocks than this rank's share of what this GPU holds at once (2 ranks share it): 132 of 264"
+            ),
+            "{}",
+            err.reason
+        );
+        assert_eq!(
+            err.fix,
+            "pass --twoshot-blocks 132 or fewer, or leave it out (default: one block per multiprocessor and rank, 66)"
+        );
+        // More ranks than resident blocks: refused, not a grid of 0.
+        let err = twoshot_cap(None, H200, 300).unwrap_err();
+        assert!(
+            err.reason.contains("fewer than one per rank"),
+            "{}",
+            err.reason
+        );
+    }
+
+    #[test]
+    fn a_fixed_grid_must_fit_the_share() {
+        assert!(check_fixed_grid(16, 16).is_ok());
+        let err = check_fixed_grid(16, 15).unwrap_err();
+        assert!(
+            err.reason.contains("is 15: too many ranks share the GPU"),
+            "{}",
+            err.reason
+        );
+    }
+
+    #[test]
+    fn the_oneshot_grid_stays_within_a_shared_gpus_share() {
+        let options = FastOptions::new(8, 16);
+        assert_eq!(oneshot_max_within(LL_BLOCKS), ONESHOT_CAPACITY);
+        assert_eq!(
+            oneshot_blocks(oneshot_max_within(LL_BLOCKS - 1) / 4),
+            LL_BLOCKS - 1
+        );
+        assert_eq!(options.fit_oneshot(LL_BLOCKS), options);
+        assert_eq!(options.fit_oneshot(1000), options);
+        let fitted = options.fit_oneshot(8);
+        assert_eq!(fitted.oneshot_max_bytes, 8 * 512 * 8);
+        for count in [1, 1000, fitted.oneshot_max_bytes / 4] {
+            match choose(count, 8, &fitted) {
+                Path::OneShot { blocks } => assert!(blocks <= 8, "{count}: {blocks}"),
+                Path::TwoShot { .. } => panic!("{count} floats fit one-shot"),
+            }
+        }
+        assert!(matches!(
+            choose(fitted.oneshot_max_bytes / 4 + 1, 8, &fitted),
+            Path::TwoShot { .. }
+        ));
+        assert_eq!(options.fit_oneshot(0).oneshot_max_bytes, 0);
     }
 
     #[test]

@@ -245,16 +245,37 @@ fn device_lsa(ctx: &RankContext, args: &Args) -> Result<()> {
         .context("Step 7: multiprocessor count")? as u32;
     // One two-shot block per multiprocessor, never more than the occupancy
     // API says can be resident at once: its blocks wait for each other at
-    // LSA barriers (fast::twoshot_cap).
+    // LSA barriers (fast::twoshot_cap). Ranks that share a GPU each take
+    // their share of it, one-shot grids too (RankContext::share_of_gpu).
     let residency = fast_kernels
         .twoshot_residency(multiprocessors)
         .context("Step 7: occupancy of the two-shot kernel")?;
-    let twoshot_blocks = ctx.all_ok(fast::twoshot_cap(None, residency).map_err(Into::into))?;
-    let fast_options = if fast_kernels.oneshot.is_some() {
-        FastOptions::new(size, twoshot_blocks)
-    } else {
-        FastOptions::two_shot_only(twoshot_blocks)
+    let twoshot_blocks =
+        ctx.all_ok(fast::twoshot_cap(None, residency, ctx.ranks_per_gpu()).map_err(Into::into))?;
+    let fast_options = match fast_kernels
+        .oneshot_residency(multiprocessors)
+        .context("Step 7: occupancy of the one-shot kernel")?
+    {
+        Some(oneshot) => {
+            FastOptions::new(size, twoshot_blocks).fit_oneshot(ctx.share_of_gpu(oneshot.blocks()))
+        }
+        None => FastOptions::two_shot_only(twoshot_blocks),
     };
+    // NVIDIA's kernel runs BLOCKS blocks whatever the GPU: check that every
+    // rank's fit at once when ranks share it.
+    if args.kernel == Kernel::Simple {
+        // SAFETY: `kernel` comes from `module`, which is loaded.
+        let per_multiprocessor =
+            unsafe { device_lsa::launch::blocks_per_multiprocessor(kernel, THREADS) }
+                .context("Step 7: occupancy of the simple kernel")?;
+        ctx.all_ok(
+            fast::check_fixed_grid(
+                BLOCKS,
+                ctx.share_of_gpu(per_multiprocessor * multiprocessors),
+            )
+            .map_err(Into::into),
+        )?;
+    }
     let mut dev_comm = match args.kernel {
         Kernel::Simple => DevComm::create(&shim, &comm, BLOCKS, None),
         Kernel::Fast => {

@@ -37,9 +37,24 @@ pub fn oneshot_blocks(count: usize, max_blocks: u32) -> u32 {
         .min(max_blocks.max(1) as usize) as u32
 }
 
-/// One-shot up to `oneshot_max_bytes`, two-shot above.
-pub fn choose(count: usize, ranks: usize, oneshot_max_bytes: usize, max_blocks: u32) -> PrimsPath {
-    if count * 4 <= oneshot_max_bytes {
+/// One-shot up to `oneshot_max_bytes`, two-shot above, and two-shot at
+/// every size `in_place`.
+///
+/// In place the one-shot cannot be right: each rank stores its sums into
+/// its own output, which is its input, while its peers may still be
+/// loading that input for their own sums, and they would add a sum where
+/// they expect one rank's value. (`ncclLsaReduceSum_F32` loads and stores
+/// as it goes, so no barrier can sit between the two.) The two-shot is safe
+/// in place: the element a block stores into every peer is one that only
+/// this block loads, and it has loaded it from every peer first.
+pub fn choose(
+    count: usize,
+    ranks: usize,
+    oneshot_max_bytes: usize,
+    max_blocks: u32,
+    in_place: bool,
+) -> PrimsPath {
+    if count * 4 <= oneshot_max_bytes && !in_place {
         PrimsPath::OneShot {
             blocks: oneshot_blocks(count, max_blocks),
         }
@@ -117,14 +132,27 @@ mod tests {
         assert_eq!(oneshot_blocks(4 * 512 + 1, 132), 2);
         assert_eq!(oneshot_blocks(128 << 20, 132), 132);
         assert_eq!(
-            choose(1024, 2, 512 << 10, 132),
+            choose(1024, 2, 512 << 10, 132, false),
             PrimsPath::OneShot { blocks: 1 }
         );
         assert_eq!(
-            choose(128 << 20, 2, 512 << 10, 132),
+            choose(128 << 20, 2, 512 << 10, 132, false),
             PrimsPath::TwoShot { blocks: 132 }
         );
         // 0: two-shot at every size.
-        assert!(matches!(choose(1, 2, 0, 132), PrimsPath::TwoShot { .. }));
+        assert!(matches!(
+            choose(1, 2, 0, 132, false),
+            PrimsPath::TwoShot { .. }
+        ));
+    }
+
+    #[test]
+    fn in_place_never_takes_the_oneshot() {
+        for count in [1, 1024, 1 << 20] {
+            assert!(matches!(
+                choose(count, 2, usize::MAX, 132, true),
+                PrimsPath::TwoShot { .. }
+            ));
+        }
     }
 }

@@ -258,10 +258,25 @@ pub fn check_kernel(kernel: Kernel, backend: Backend) -> Result<(), CannotRun> {
 }
 
 /// The grid every rank launches: one block per multiprocessor of the
-/// smallest GPU among the ranks. The calling convention wants the same grid
-/// on every rank, and every block resident at once on each GPU; with one
-/// model of GPU everywhere this is its multiprocessor count.
+/// smallest GPU among the ranks, divided among the ranks that share a GPU
+/// (`RankContext::share_of_gpu`). The calling convention wants the same grid
+/// on every rank, and every block resident at once, every rank's together
+/// where ranks share a GPU: two cooperative grids of 132 blocks cannot both
+/// be resident on 132 multiprocessors, and each rank's barrier would wait
+/// for blocks that never start. With one model of GPU everywhere and a GPU
+/// per rank this is its multiprocessor count.
 pub fn agreed_blocks(ctx: &RankContext, multiprocessors: u32) -> anyhow::Result<u32> {
+    let multiprocessors = ctx.share_of_gpu(multiprocessors);
+    if multiprocessors == 0 {
+        return Err(CannotRun::new(
+            format!(
+                "{} ranks share a GPU with fewer multiprocessors than ranks: the fused kernel needs at least one block per rank, all resident at once",
+                ctx.ranks_per_gpu()
+            ),
+            "run fewer ranks per GPU",
+        )
+        .into());
+    }
     let fewest = ctx
         .gather(multiprocessors.to_le_bytes().to_vec())?
         .map(|all| {

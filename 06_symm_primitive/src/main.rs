@@ -457,7 +457,9 @@ fn symm_primitive_lesson(ctx: &RankContext, args: &Args) -> Result<()> {
     // must fit on the GPU at once; cuLaunchCooperativeKernel checks that.
     // One block of 512 threads per multiprocessor fits (launch bounds; the
     // Triton kernel's 16 warps of at most 128 registers each, too).
-    // Every rank launches the same grid: the smallest GPU's multiprocessors.
+    // Every rank launches the same grid: the smallest GPU's multiprocessors,
+    // divided among the ranks that share a GPU, whose grids must all be
+    // resident at once (symm_primitive::agreed_blocks).
     let multiprocessors = gpu
         .attribute(cu_sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
         .context("Step 7: multiprocessor count")? as u32;

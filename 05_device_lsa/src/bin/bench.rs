@@ -116,9 +116,11 @@ impl Contender {
                 "the fast two-shot kernel on nccl_device_wrapper.h, NVRTC + nvJitLink"
             }
             Contender::Prims => {
-                "NCCL's ncclLsaReduceSum/ReduceSumCopy_F32: one-shot up to --prims-oneshot-max, two-shot above"
+                "NCCL's ncclLsaReduceSum/ReduceSumCopy_F32: one-shot up to --prims-oneshot-max, two-shot above and in place"
             }
-            Contender::PrimsOneshot => "NCCL's ncclLsaReduceSum_F32 into the local output",
+            Contender::PrimsOneshot => {
+                "NCCL's ncclLsaReduceSum_F32 into the local output (two-shot in place: see prims::choose)"
+            }
             Contender::PrimsTwoshot => "NCCL's ncclLsaReduceSumCopy_F32 on this rank's share",
         };
         about.to_string()
@@ -360,8 +362,9 @@ fn bench(ctx: &RankContext, args: &Args) -> Result<()> {
             .min(jit_fast.twoshot_residency(multiprocessors)?)
             .min(prims.residency(multiprocessors)?);
     }
-    let twoshot_max_blocks =
-        ctx.all_ok(fast::twoshot_cap(args.twoshot_blocks, residency).map_err(Into::into))?;
+    let twoshot_max_blocks = ctx.all_ok(
+        fast::twoshot_cap(args.twoshot_blocks, residency, ctx.ranks_per_gpu()).map_err(Into::into),
+    )?;
     let options = FastOptions {
         oneshot_max_bytes: if fast_kernels.oneshot.is_some() {
             args.oneshot_max
@@ -371,6 +374,24 @@ fn bench(ctx: &RankContext, args: &Args) -> Result<()> {
         },
         twoshot_max_blocks,
     };
+    // Ranks that share a GPU: the one-shot's grids within this rank's share.
+    let oneshot_share = match fast_kernels.oneshot_residency(multiprocessors)? {
+        Some(oneshot) => ctx.share_of_gpu(oneshot.blocks()),
+        None => fast::LL_BLOCKS,
+    };
+    let options = options.fit_oneshot(oneshot_share);
+    let oneshot_fits = fast::oneshot_max_within(oneshot_share);
+    if args.kernels.contains(&Contender::Oneshot) && largest > oneshot_fits {
+        return Err(CannotRun::new(
+            format!(
+                "the oneshot kernel at {largest} bytes needs more blocks than this rank's share of the GPU \
+                 ({oneshot_share} blocks, with {} ranks per GPU); its blocks wait for every peer's, so all must be resident at once",
+                ctx.ranks_per_gpu()
+            ),
+            format!("use -e {oneshot_fits} or less with --kernels oneshot, or time `fast`, which switches to two-shot"),
+        )
+        .into());
+    }
     if fast_kernels.oneshot.is_none() && args.kernels.contains(&Contender::Oneshot) {
         return Err(CannotRun::new(
             "the oneshot contender needs the nvcc route: NCCL 2.32.3's nccl_device_wrapper.h has no LL API for the jit route",
@@ -488,7 +509,14 @@ fn bench(ctx: &RankContext, args: &Args) -> Result<()> {
                         Contender::PrimsTwoshot => 0,
                         _ => args.prims_oneshot_max,
                     };
-                    let path = prims::choose(count, size, oneshot_max, options.twoshot_max_blocks);
+                    let in_place = placement == Placement::InPlace;
+                    let path = prims::choose(
+                        count,
+                        size,
+                        oneshot_max,
+                        options.twoshot_max_blocks,
+                        in_place,
+                    );
                     let kernels = jit_kernels.as_ref().context("prims needs the jit build")?;
                     kernels.1.launch(path, &stream, kernel_args, &dev_comm)
                 }

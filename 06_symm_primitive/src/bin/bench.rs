@@ -417,10 +417,13 @@ fn bench(ctx: &RankContext, args: &Args) -> Result<()> {
             let recv = setup::buffer(window_bytes)?;
             let send_window = setup::window(&comm, &send)?;
             let recv_window = setup::window(&comm, &recv)?;
-            let options = if fast_kernels.oneshot.is_some() {
-                FastOptions::new(size, blocks)
-            } else {
-                FastOptions::two_shot_only(blocks)
+            // `blocks` is already this rank's share of the GPU; the one-shot's
+            // grids stay within its share too.
+            let options = match fast_kernels.oneshot_residency(multiprocessors)? {
+                Some(oneshot) => {
+                    FastOptions::new(size, blocks).fit_oneshot(ctx.share_of_gpu(oneshot.blocks()))
+                }
+                None => FastOptions::two_shot_only(blocks),
             };
             ctx.all_ok(fast::check_ranks(size).map_err(Into::into))?;
             // One device communicator for both modules: lesson 05's
