@@ -437,7 +437,10 @@ pub fn publish_stress(
 ) -> Result<()> {
     let wrong = stress_wrong(series);
     if ctx.is_root() {
-        print!("{}", stress_table(ctx.size(), stress, series));
+        print!(
+            "{}",
+            stress_table(ctx.size(), ctx.ranks_per_gpu(), stress, series)
+        );
     }
     let wrong = if ctx.is_root() { wrong } else { 0 };
     ctx.all_ok(if wrong > 0 {
@@ -450,13 +453,23 @@ pub fn publish_stress(
 }
 
 /// The table [`publish_stress`] prints.
-pub fn stress_table(ranks: usize, stress: &StressArgs, series: &[StressSeries]) -> String {
+pub fn stress_table(
+    ranks: usize,
+    ranks_per_gpu: usize,
+    stress: &StressArgs,
+    series: &[StressSeries],
+) -> String {
     let mut table = format!(
-        "# stress: {} back-to-back operations per size and placement on {ranks} rank{}, each in its own region and checked;\n\
+        "# stress: {} back-to-back operations per size and placement on {ranks} rank{}{}, each in its own region and checked;\n\
          # before each, every rank spins on the GPU for 0-{} us at random, half the time\n\
          #\n#   series         size      ops   out-of-place #wrong   in-place #wrong\n",
         stress.stress.unwrap_or(0),
         common::plural(ranks),
+        if ranks_per_gpu > 1 {
+            format!(" (up to {ranks_per_gpu} on one GPU)")
+        } else {
+            String::new()
+        },
         stress.max_skew_us,
     );
     for s in series {
@@ -648,7 +661,7 @@ mod tests {
                 },
             ],
         }];
-        let table = stress_table(2, &stress, &series);
+        let table = stress_table(2, 1, &stress, &series);
         assert!(table.starts_with(
             "# stress: 2000 back-to-back operations per size and placement on 2 ranks"
         ));

@@ -51,11 +51,20 @@ pub struct Machine {
     pub nccl_version: String,
     pub nccl_path: String,
     pub ranks: usize,
+    /// The most ranks that shared one GPU (`RankContext::ranks_per_gpu`):
+    /// 1 when each rank had its own. Reports written before this field
+    /// existed read as 1.
+    #[serde(default = "one")]
+    pub ranks_per_gpu: usize,
     /// `threads` or `mpi`.
     pub launch: String,
     pub host: String,
     /// UTC, `YYYY-MM-DDTHH:MM:SSZ`.
     pub date: String,
+}
+
+fn one() -> usize {
+    1
 }
 
 impl Machine {
@@ -73,6 +82,7 @@ impl Machine {
             nccl_version: nccl.version.to_string(),
             nccl_path: nccl.path.display().to_string(),
             ranks: ctx.size(),
+            ranks_per_gpu: ctx.ranks_per_gpu(),
             launch: common::launch_mode().into(),
             host: host_name(),
             date: utc_now(),
@@ -125,6 +135,9 @@ impl Report {
             "# NCCL {} ({}), driver {}, {} on {}",
             m.nccl_version, m.nccl_path, m.driver, m.date, m.host
         );
+        if let Some(line) = shared_gpu_line(m.ranks_per_gpu) {
+            let _ = writeln!(out, "{line}");
+        }
         let _ = writeln!(
             out,
             "# minBytes {} maxBytes {} step: {}(factor) warmup iters: {} iters: {} trials: {} (median) time: {}",
@@ -410,6 +423,17 @@ pub fn float(value: f64, width: usize) -> String {
 }
 
 /// nccl-tests' three header lines.
+/// The line every benchmark prints when ranks shared a GPU (`ranks_per_gpu`
+/// above 1): what its times are not.
+pub fn shared_gpu_line(ranks_per_gpu: usize) -> Option<String> {
+    (ranks_per_gpu > 1).then(|| {
+        format!(
+            "# up to {ranks_per_gpu} ranks shared each GPU: every transfer stayed in one GPU's memory, \
+             and the ranks' kernels took turns on its multiprocessors; these are not NVLink times"
+        )
+    })
+}
+
 pub fn nccl_tests_header() -> String {
     let mut out = String::new();
     let _ = writeln!(
@@ -522,6 +546,7 @@ mod tests {
                 nccl_version: "2.28.3".into(),
                 nccl_path: "/usr/lib/x86_64-linux-gnu/libnccl.so.2.28.3".into(),
                 ranks: 2,
+                ranks_per_gpu: 1,
                 launch: "threads".into(),
                 host: "gpu".into(),
                 date: "2026-11-22T12:00:00Z".into(),
@@ -664,6 +689,7 @@ mod tests {
             "\"nccl_version\"",
             "\"nccl_path\"",
             "\"ranks\"",
+            "\"ranks_per_gpu\"",
             "\"launch\"",
             "\"date\"",
             "\"options\"",
@@ -671,6 +697,26 @@ mod tests {
         ] {
             assert!(text.contains(key), "{key} missing from\n{text}");
         }
+    }
+
+    #[test]
+    fn ranks_that_shared_a_gpu_are_recorded_and_said() {
+        let mut report = example();
+        assert!(!report.table().contains("not NVLink times"));
+        report.machine.ranks_per_gpu = 2;
+        let table = report.table();
+        assert!(
+            table.contains("# up to 2 ranks shared each GPU: ")
+                && table.contains("these are not NVLink times"),
+            "{table}"
+        );
+        // A report from before the field existed: one rank per GPU.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("old.json");
+        let text = serde_json::to_string(&example()).unwrap();
+        std::fs::write(&path, text.replace("\"ranks_per_gpu\":1,", "")).unwrap();
+        let old = Report::read_json(&path).unwrap();
+        assert_eq!(old.machine.ranks_per_gpu, 1);
     }
 
     #[test]
