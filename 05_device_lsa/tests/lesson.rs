@@ -243,6 +243,43 @@ fn stress_finds_no_wrong_element_in_any_kernel() {
     bench().assert_stress_clean(gpu_ranks(), &oneshot, 2000, 3);
 }
 
+/// The jit build's kernels (`fast-jit`, and NCCL's device primitives:
+/// `prims`, `prims-oneshot`, `prims-twoshot`) under the stress mode, in place
+/// and out of place, then at awkward sizes and offsets. They need NCCL
+/// 2.32.3 and an nvJitLink as new (the jit route); where the loaded NCCL or
+/// the tools cannot build them the benchmark must exit 2 and name the jit
+/// route, and this test says it checked only that.
+#[test]
+#[ignore = "needs 2 GPUs; NCCL 2.32.3 and nvJitLink 13.5+ to run the kernels"]
+fn the_jit_kernels_are_right_under_stress_and_at_awkward_sizes() {
+    let jit = "fast-jit,prims,prims-oneshot,prims-twoshot";
+    let stress = [
+        "--stress", "2000", "--kernels", jit, "-b", "4K", "-e", "4M", "-f", "32",
+    ];
+    let out = bench().run(gpu_ranks(), &stress, Duration::from_secs(600));
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    if out.status.code() == Some(2) {
+        assert!(stderr.contains("jit"), "exit 2 without naming the jit route:\n{stderr}");
+        eprintln!("skipped: the jit route cannot build here; checked that it says so:\n{stderr}");
+        return;
+    }
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    bench().assert_stress_table(&stdout, &stderr, 2000, 4 * 3);
+    for (sizes, offsets) in [
+        (["-b", "4", "-e", "4"], ["0", "0"]),
+        (["-b", "12", "-e", "12"], ["4", "4"]),
+        (["-b", "1000012", "-e", "1000012"], ["20", "36"]),
+    ] {
+        let mut args: Vec<&str> = sizes.to_vec();
+        args.extend(["--send-offset", offsets[0], "--recv-offset", offsets[1]]);
+        args.extend(["-n", "2", "-w", "1", "--trials", "1", "--kernels", jit]);
+        bench().assert_benchmark_clean(gpu_ranks(), &args, 4, 1);
+    }
+}
+
 /// Fresh random data, poisoned output, in place and out of place, for every
 /// kernel at the sizes and offsets where vector code goes wrong: one float,
 /// counts that are no multiple of 4 or of the block, and offsets that

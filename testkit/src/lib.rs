@@ -1089,6 +1089,13 @@ impl LessonUnderTest {
         rows: usize,
     ) -> String {
         let (stdout, stderr) = self.run_to_success(ranks, args);
+        self.assert_stress_table(&stdout, &stderr, ops, rows);
+        stdout
+    }
+
+    /// Checks a stress run's table (see [`assert_stress_clean`](Self::assert_stress_clean)):
+    /// `rows` rows of `ops` operations each, and not a single wrong element.
+    pub fn assert_stress_table(&self, stdout: &str, stderr: &str, ops: usize, rows: usize) {
         let table: Vec<&str> = stdout
             .lines()
             .skip_while(|line| !line.starts_with("#   series"))
@@ -1117,7 +1124,6 @@ impl LessonUnderTest {
             "{}: {stdout}\n{stderr}",
             self.name
         );
-        stdout
     }
 }
 
