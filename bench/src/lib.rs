@@ -231,6 +231,11 @@ pub fn time_checked(
     let timed = Some(cu_sys::CUevent_flags::CU_EVENT_DEFAULT);
     let operations = args.iters as usize + 1;
     prepare()?;
+    // Every rank has prepared before any launches: ranks that share a GPU in
+    // thread mode share one CUDA context, and a preparation that waits for
+    // the context (cuCtxSynchronize, or any CUDA call that happens to) would
+    // wait for a peer's kernel that waits for this rank's.
+    ctx.barrier()?;
     for i in 0..args.warmup as usize {
         launch(i % operations)?;
     }
