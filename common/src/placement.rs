@@ -166,7 +166,10 @@ pub fn place(request: &Request) -> Result<Placement, CannotRun> {
                 "{ranks_here} MPI processes share this node, but it has only {gpus} GPU{}",
                 plural(gpus)
             ),
-            format!("start at most {gpus} processes per node, e.g. mpirun -np {gpus}"),
+            format!(
+                "start at most {gpus} process{} per node, e.g. mpirun -np {gpus}",
+                if gpus == 1 { "" } else { "es" }
+            ),
         )
     } else {
         (

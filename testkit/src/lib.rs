@@ -979,6 +979,8 @@ impl LessonUnderTest {
         let mut cmd = mpirun(ranks, &wrapper);
         cmd.arg(&self.binary)
             .env("EMULATED_RANKS_PER_NODE", per_node.to_string());
+        // MPI sees one host, whose GPUs all the "nodes" share.
+        share_gpus_if_needed(&mut cmd, ranks);
         cmd
     }
 
