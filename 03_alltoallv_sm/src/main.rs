@@ -108,12 +108,6 @@ fn alltoallv_sm(ctx: &RankContext, args: &Args) -> Result<()> {
         &my_counts.iter().map(|&c| c as u64).collect::<Vec<_>>(),
         &stream,
     )?;
-    // NOTE: ranks that share a GPU in thread mode share one CUDA context, and
-    // any CUDA call may wait for the kernels running in it (CUDA's docs say
-    // so). A rank still in ncclMemAlloc here could wait for a peer's
-    // AllGather kernel, which waits for this rank's: so every rank finishes
-    // its allocations before any rank starts the collective.
-    ctx.barrier().context("Step 4: wait until every rank has allocated")?;
     // SAFETY: `my_row` holds `size` u64, `matrix_buf` size * size; both outlive the synchronize below.
     unsafe {
         sys::ncclAllGather(
