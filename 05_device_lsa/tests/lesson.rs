@@ -289,7 +289,16 @@ fn stress_finds_no_wrong_element_in_any_kernel() {
 fn the_jit_kernels_are_right_under_stress_and_at_awkward_sizes() {
     let jit = "fast-jit,prims,prims-oneshot,prims-twoshot";
     let stress = [
-        "--stress", "2000", "--kernels", jit, "-b", "4K", "-e", "4M", "-f", "32",
+        "--stress",
+        "2000",
+        "--kernels",
+        jit,
+        "-b",
+        "4K",
+        "-e",
+        "4M",
+        "-f",
+        "32",
     ];
     let out = bench().run(gpu_ranks(), &stress, Duration::from_secs(600));
     let (stdout, stderr) = (
@@ -297,7 +306,10 @@ fn the_jit_kernels_are_right_under_stress_and_at_awkward_sizes() {
         String::from_utf8_lossy(&out.stderr),
     );
     if out.status.code() == Some(2) {
-        assert!(stderr.contains("jit"), "exit 2 without naming the jit route:\n{stderr}");
+        assert!(
+            stderr.contains("jit"),
+            "exit 2 without naming the jit route:\n{stderr}"
+        );
         eprintln!("skipped: the jit route cannot build here; checked that it says so:\n{stderr}");
         return;
     }
@@ -350,10 +362,49 @@ fn every_kernel_is_right_at_awkward_sizes_and_offsets() {
         let mut args: Vec<&str> = sizes.to_vec();
         args.extend(["--build", "nvcc"]);
         args.extend(["--send-offset", offsets[0], "--recv-offset", offsets[1]]);
+        let mut kernels = kernels;
+        if oneshot_beyond_the_share(&args, &kernels) {
+            // Ranks that share a GPU: the one-shot grid of this size does
+            // not fit a rank's share, and was refused as it must be (exit
+            // 2, checked there); every other kernel still runs.
+            *kernels.last_mut().unwrap() = "nccl,simple,vec16,twoshot,fast";
+        }
         args.extend(kernels.iter().copied());
         let series = kernels.last().unwrap().split(',').count();
         bench().assert_benchmark_clean(gpu_ranks(), &args, series, 1);
     }
+}
+
+/// Whether `--kernels oneshot` at this size is refused because ranks share
+/// a GPU and its grid exceeds a rank's share: checks that such a refusal is
+/// exit 2 with its reason, and returns false when the run is not refused.
+fn oneshot_beyond_the_share(args: &[&str], kernels: &[&str]) -> bool {
+    if !kernels.last().is_some_and(|k| k.contains("oneshot"))
+        || gpu_ranks() <= testkit::visible_gpus()
+    {
+        return false;
+    }
+    let mut probe: Vec<&str> = args.to_vec();
+    probe.extend([
+        "-n",
+        "1",
+        "-w",
+        "0",
+        "--trials",
+        "1",
+        "--kernels",
+        "oneshot",
+    ]);
+    let out = bench().run(gpu_ranks(), &probe, Duration::from_secs(300));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if out.status.code() != Some(2) {
+        return false;
+    }
+    assert!(
+        stderr.contains("needs more blocks than this rank's share of the GPU"),
+        "{stderr}"
+    );
+    true
 }
 
 #[test]

@@ -70,6 +70,15 @@ where
             return refuse(lesson, &problem);
         }
     }
+    // Thread mode, ranks asked to share GPUs: NCCL connects them at
+    // ncclCommInitRank (see placement.rs). Set while this is the process's
+    // only thread, before NCCL reads it.
+    #[cfg(not(feature = "mpi"))]
+    if matches!(lesson.needs, crate::preflight::Needs::GpuAndNccl { .. })
+        && cli.launch.nthreads.is_some()
+    {
+        crate::placement::connect_at_init_when_sharing();
+    }
     // Before any thread starts, ours or a library's: see signals.rs.
     crate::signals::stop_on_signals();
     // The one choice this file makes: which mode starts the ranks.

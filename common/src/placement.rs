@@ -30,6 +30,10 @@ use crate::CannotRun;
 /// NCCL's switch for ranks that share a GPU.
 pub const MULTI_RANK_VARIABLE: &str = "NCCL_MULTI_RANK_GPU_ENABLE";
 
+/// NCCL's switch between connecting ranks at their first collective (1,
+/// its default) and at `ncclCommInitRank` (0).
+pub const RUNTIME_CONNECT_VARIABLE: &str = "NCCL_RUNTIME_CONNECT";
+
 /// The first NCCL release that lets ranks share a GPU.
 pub const FIRST_SHARING_NCCL: NcclVersion = NcclVersion::new(2, 30, 0);
 
@@ -277,6 +281,44 @@ pub fn multi_rank_text(multi_rank: &MultiRank) -> String {
         MultiRank::On(value) => format!("{MULTI_RANK_VARIABLE}={value}"),
         _ => format!("{MULTI_RANK_VARIABLE} unset"),
     }
+}
+
+/// Thread mode, when the user asks ranks to share GPUs
+/// (`NCCL_MULTI_RANK_GPU_ENABLE` on): sets `NCCL_RUNTIME_CONNECT=0` unless the
+/// user set it, so that NCCL connects the ranks inside `ncclCommInitRank`
+/// rather than in their first collective. Returns whether it set it.
+///
+/// Why: ranks that share a GPU in one process share its CUDA context, and
+/// any CUDA call may wait for the kernels running in that context (CUDA's
+/// documentation says so). With NCCL's default, a rank still connecting in
+/// its first collective can wait for a peer's kernel of that collective,
+/// which waits for this rank: lesson 03 hung so in its first `ncclAllGather`
+/// at 5 to 8 ranks on one GPU, and ran with `NCCL_RUNTIME_CONNECT=0`
+/// (runs/2026-11-25, calls 42, 47 and 52). Inside `ncclCommInitRank` no
+/// rank has launched anything yet. MPI mode needs none of this: there each
+/// process has its own context.
+///
+/// Call it while the process has one thread: NCCL reads the variable once,
+/// at its first communicator, and setting a variable while other threads
+/// may read the environment is not safe.
+pub fn connect_at_init_when_sharing() -> bool {
+    if !MultiRank::from_process().is_on() || std::env::var_os(RUNTIME_CONNECT_VARIABLE).is_some() {
+        return false;
+    }
+    // Edition 2021: set_var is safe; the caller makes sure no other thread exists.
+    std::env::set_var(RUNTIME_CONNECT_VARIABLE, "0");
+    SET_RUNTIME_CONNECT.store(true, std::sync::atomic::Ordering::Relaxed);
+    true
+}
+
+/// Whether [`connect_at_init_when_sharing`] set the variable in this process.
+static SET_RUNTIME_CONNECT: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);
+
+/// Did this process set `NCCL_RUNTIME_CONNECT=0` (see
+/// [`connect_at_init_when_sharing`])?
+pub fn runtime_connect_set_here() -> bool {
+    SET_RUNTIME_CONNECT.load(std::sync::atomic::Ordering::Relaxed)
 }
 
 /// NCCL's blocks per rank when `ranks_per_gpu` ranks share a GPU of

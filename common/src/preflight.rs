@@ -169,6 +169,14 @@ pub fn probe_driver() -> Result<Driver, CannotRun> {
                 "the CUDA driver is installed but sees no GPU",
                 "check `nvidia-smi`; in a container, start it with the NVIDIA runtime (--gpus all)",
             ),
+            (cu::CUresult::CUDA_ERROR_MPS_CONNECTION_FAILED, _) => CannotRun::new(
+                format!(
+                    "the CUDA driver could not reach an MPS server: cuInit returned CUDA_ERROR_MPS_CONNECTION_FAILED (CUDA_MPS_PIPE_DIRECTORY={})",
+                    std::env::var("CUDA_MPS_PIPE_DIRECTORY").unwrap_or_else(|_| "unset: /tmp/nvidia-mps".into())
+                ),
+                "start the MPS control daemon for that directory (nvidia-cuda-mps-control -d), \
+                 or unset CUDA_MPS_PIPE_DIRECTORY to run without MPS (see the book's \"One GPU, several ranks\")",
+            ),
             (err, _) => CannotRun::new(
                 format!("the CUDA driver failed to initialise: cuInit returned {err:?}"),
                 "check `nvidia-smi`: the kernel module and the user-space driver must be the same version",

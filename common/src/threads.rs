@@ -203,6 +203,11 @@ where
                 std::env::var("NCCL_MAX_CTAS").ok().as_deref(),
             )
         );
+        if system.nccl.is_some() && placement::runtime_connect_set_here() {
+            eprintln!(
+                "note: NCCL_RUNTIME_CONNECT=0 (set by the launcher): ranks that share a GPU in one process connect at ncclCommInitRank, not in their first collective (see the book's \"One GPU, several ranks\")"
+            );
+        }
     }
     crate::signals::set_ranks((0..size).map(|r| format!("[rank {r}/{size}] ")).collect());
     let devices: Vec<usize> = (0..size).map(|r| placement.device_of(r)).collect();

@@ -74,6 +74,46 @@ fn a_driver_call_that_fails_after_cuinit_is_named() {
     }
 }
 
+/// A process that an MPS setup sends to a daemon that does not answer
+/// (cuInit: CUDA_ERROR_MPS_CONNECTION_FAILED) is told so, with the pipe
+/// directory, not that the driver and kernel module differ.
+#[test]
+fn an_mps_server_that_does_not_answer_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let source =
+        "int cuInit(unsigned flags) { return 805; /* CUDA_ERROR_MPS_CONNECTION_FAILED */ }\n";
+    if testkit::build_c_library(dir.path(), "libcuda.so", source, &[]).is_none() {
+        return;
+    }
+    std::fs::copy(
+        dir.path().join("libcuda.so"),
+        dir.path().join("libcuda.so.1"),
+    )
+    .unwrap();
+    let out = run_with_timeout(
+        Command::new(probe())
+            .args(["--needs", "gpu"])
+            .env("LD_LIBRARY_PATH", dir.path())
+            .env("CUDA_MPS_PIPE_DIRECTORY", "/tmp/no-mps-here")
+            .env("NTHREADS", "1")
+            .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+            .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"),
+        Duration::from_secs(30),
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("could not reach an MPS server: cuInit returned CUDA_ERROR_MPS_CONNECTION_FAILED (CUDA_MPS_PIPE_DIRECTORY=/tmp/no-mps-here)"),
+        "{}",
+        describe(&out)
+    );
+    assert!(
+        stderr.contains("nvidia-cuda-mps-control -d"),
+        "{}",
+        describe(&out)
+    );
+}
+
 #[cfg(not(feature = "mpi"))]
 mod threads {
     use super::*;

@@ -63,6 +63,7 @@ fn on_machine(cmd: &mut Command, machine: &Path, multi_rank: Option<&str>) {
         .env_remove("VIRTUAL_ENV")
         .env_remove("CONDA_PREFIX")
         .env_remove("NCCL_MAX_CTAS")
+        .env_remove("NCCL_RUNTIME_CONNECT")
         .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
         .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
     match multi_rank {
@@ -268,6 +269,46 @@ mod threads {
         assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
         assert!(
             text(&out.stderr).contains("this program uses no NCCL"),
+            "{}",
+            describe(&out)
+        );
+    }
+
+    #[test]
+    fn ranks_that_share_a_gpu_connect_at_init_unless_the_user_says() {
+        let Some(machine) = machine(1, false, 23203) else {
+            return;
+        };
+        let out = run(machine.path(), 2, "nccl", Some("1"));
+        assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+        assert!(
+            text(&out.stdout).contains("launch-probe: NCCL_RUNTIME_CONNECT=0\n"),
+            "{}",
+            describe(&out)
+        );
+        assert!(
+            text(&out.stderr).contains("note: NCCL_RUNTIME_CONNECT=0 (set by the launcher)"),
+            "{}",
+            describe(&out)
+        );
+        // The user's own value stays, and no note claims otherwise.
+        let mut cmd = Command::new(probe());
+        cmd.args(["--needs", "nccl"]).env("NTHREADS", "2");
+        on_machine(&mut cmd, machine.path(), Some("1"));
+        cmd.env("NCCL_RUNTIME_CONNECT", "1");
+        let out = run_with_timeout(&mut cmd, Duration::from_secs(30));
+        assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+        assert!(text(&out.stdout).contains("launch-probe: NCCL_RUNTIME_CONNECT=1\n"));
+        assert!(
+            !text(&out.stderr).contains("set by the launcher"),
+            "{}",
+            describe(&out)
+        );
+        // Without the request, nothing is set.
+        let out = run(machine.path(), 1, "nccl", None);
+        assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+        assert!(
+            !text(&out.stdout).contains("NCCL_RUNTIME_CONNECT"),
             "{}",
             describe(&out)
         );

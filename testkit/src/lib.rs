@@ -1032,16 +1032,29 @@ impl LessonUnderTest {
 
     /// Runs the program with NCCL's tuning log on and returns what NCCL
     /// logged, stdout and stderr together: which algorithm or kernel ran.
+    ///
+    /// NCCL writes its log to files of its own (`NCCL_DEBUG_FILE`, one per
+    /// process), read after the run: on stdout its lines and the program's
+    /// interleave within a line when several ranks print at once.
     pub fn nccl_tuning_log(&self, ranks: usize) -> String {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("a temporary directory: {e}"));
         let mut cmd = self.command(ranks);
         cmd.env("NCCL_DEBUG", "INFO")
-            .env("NCCL_DEBUG_SUBSYS", "TUNING");
+            .env("NCCL_DEBUG_SUBSYS", "TUNING")
+            .env("NCCL_DEBUG_FILE", dir.path().join("nccl.%h.%p.log"));
         let out = run_with_timeout(&mut cmd, Duration::from_secs(300));
-        let log = format!(
+        let mut log = format!(
             "{}{}",
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)
         );
+        let mut files: Vec<_> = std::fs::read_dir(dir.path())
+            .map(|entries| entries.filter_map(|e| e.ok()).map(|e| e.path()).collect())
+            .unwrap_or_default();
+        files.sort();
+        for file in files {
+            log.push_str(&std::fs::read_to_string(&file).unwrap_or_default());
+        }
         assert_eq!(out.status.code(), Some(0), "{}: {log}", self.name);
         log
     }

@@ -998,6 +998,11 @@ fn bad_input(
             Some(_) => unknown.address(),
         };
         status.write(&[i32::MIN])?;
+        // The write waits for this rank's CUDA context (cuCtxSynchronize),
+        // which ranks that share a GPU in thread mode share: every rank
+        // writes before any launches, or one would wait for a peer's kernel
+        // that waits for it.
+        ctx.barrier()?;
         // SAFETY: the kernel checks every argument before touching memory.
         unsafe {
             launch::all_reduce(

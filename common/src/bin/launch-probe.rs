@@ -102,6 +102,13 @@ fn probe(ctx: &RankContext, args: &ProbeArgs) -> Result<()> {
         ctx.size(),
         args.scenario
     ));
+    // What NCCL would read: the launcher sets it for ranks that share a GPU.
+    if let Some(value) = std::env::var_os("NCCL_RUNTIME_CONNECT") {
+        ctx.println_root(format!(
+            "launch-probe: NCCL_RUNTIME_CONNECT={}",
+            value.to_string_lossy()
+        ));
+    }
 
     // The stand-in for an NCCL unique id: 128 bytes made on rank 0.
     let mut id = [0u8; 128];
