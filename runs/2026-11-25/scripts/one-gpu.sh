@@ -1,0 +1,202 @@
+#!/usr/bin/env bash
+# Several ranks on ONE GPU (NCCL_MULTI_RANK_GPU_ENABLE=1, NCCL 2.30+): every
+# lesson at 2, 3, 4 and 8 ranks, the stress modes, the GPU suites at 2 and 4
+# ranks, MPI mode under a private MPS daemon, the emulated nodes, and NCCL
+# 2.30.7 and 2.31.2 for lessons 01 to 05. Staged by one-gpu-stage.sh; calls
+# made back to back on one warm machine (files under /tmp stay while it is
+# warm), each with CALL=callNN and one PART:
+#   PART=stage   carry one piece per call: .nccl/nccl-2.32.3.tar.xz, then
+#                .jit/jit-tools.tar.gz (unpacked into /tmp/jit, a wheel layout)
+#   PART=lessons carry .carry/threads.txz (the first time): the refusals, then
+#                every lesson at $RANKS ranks (default "2 3 4 8") on 2.32.3 (nvcc
+#                and jit routes, CUDA f32/bf16 and Triton), lesson 02's NCCL log
+#   PART=stress  the stress modes at 2 and 4 ranks
+#   PART=suite   the thread build's whole suite at GPU_TEST_RANKS=$RANKS
+#   PART=mpi     carry .carry/mpi.txz (the first time): MPI mode without MPS
+#                (exit 2), then under a private MPS daemon every lesson at 2
+#                ranks, NVSHMEM at 2 PEs, the emulated nodes (SUITE_ONLY=1 skips
+#                these), and the MPI build's suite at GPU_TEST_RANKS=$RANKS
+#   PART=recheck lesson 03 at 2 to 8 ranks, 06_symm_bench's sweep at 2 ranks
+#   PART=release carry .nccl/nccl-$NCCL.tar.xz: lessons 01 to 05 at 2, 3, 4 and 8
+#                ranks on that release (05 through nvcc)
+# Logs go to $OUT/$CALL/ (index.txt: each step's exit code) and come back as
+# $OUT/$CALL.tgz.
+set -u
+CALL=${CALL:?CALL=callNN}
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export NCCL_NVLS_ENABLE=0 NVSHMEM_DISABLE_NVLS=1 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
+L=$OUT/$CALL; mkdir -p "$L"
+# run NAME LIMIT CMD...: one step, logged to $L/NAME.log (the command, the
+# start, the output, the exit code) and listed in $L/index.txt. A step that
+# would start past $BUDGET seconds into the call is listed as skipped, so
+# that the logs come back before the call's 600 s are up.
+run() {
+  local name=$1 lim=$2; shift 2
+  if [ $((SECONDS + 5)) -gt ${BUDGET:-560} ]; then
+    printf '%-34s %s\n' "$name" "skipped: out of time" | tee -a "$L/index.txt"; return
+  fi
+  [ $((SECONDS + lim)) -gt ${BUDGET:-560} ] && lim=$((${BUDGET:-560} - SECONDS))
+  { echo "\$ $*"; date -u +%FT%TZ; timeout "$lim" "$@"; echo "exit $?"; } > "$L/$name.log" 2>&1
+  printf '%-34s %s\n' "$name" "$(tail -1 "$L/$name.log")" | tee -a "$L/index.txt"
+}
+finish() { tar czf "$OUT/$CALL.tgz" -C "$OUT" "$CALL" && rm -rf "$L"; }
+S=/tmp/jit/site                         # NCCL 2.32.3 in a wheel's layout, nvJitLink 13.5
+J=$S/nvidia/nccl
+NVJ=$S/nvidia/cu13/lib/libnvJitLink.so.13
+G=/tmp/g                                # the unpacked builds: $G/threads, $G/mpi
+# NCCL 2.32.3 from its directory (the programs find its libnccl.so.2 there),
+# the kernel cache in /tmp, Triton from the machine's PyTorch environment.
+E32=(env -u LD_LIBRARY_PATH NCCL_HOME=$J NVJITLINK=$NVJ XDG_CACHE_HOME=/tmp/cache
+     TRITON_PYTHON=/opt/torch/.venv/bin/python)
+SHARE=(NCCL_MULTI_RANK_GPU_ENABLE=1)
+
+case ${PART:?PART=stage|lessons|stress|suite|mpi|recheck|release} in
+stage)
+  mkdir -p $J /tmp/jit
+  if [ -f .nccl/nccl-2.32.3.tar.xz ]; then
+    tar -xJf .nccl/nccl-2.32.3.tar.xz -C $J --strip-components=1 && ln -sf libnccl.so.2 $J/lib/libnccl.so
+    echo "staged NCCL 2.32.3" | tee -a "$L/index.txt"
+  fi
+  if [ -f .jit/jit-tools.tar.gz ]; then
+    tar -xzf .jit/jit-tools.tar.gz -C /tmp/jit && echo "staged jit-tools" | tee -a "$L/index.txt"
+  fi
+  { nvidia-smi -L; nvidia-smi --query-gpu=name,driver_version,memory.total,compute_mode --format=csv
+    ls -l /usr/lib/x86_64-linux-gnu/libnccl.so*; date -u; } > "$L/recon.log" 2>&1
+  ;;
+lessons)
+  B=$G/threads/bin
+  if [ -f .carry/threads.txz ]; then
+    mkdir -p $G && tar -xJf .carry/threads.txz -C $G
+    # 1. The refusals, before any rank starts: no variable (2.32.3); the
+    #    variable with the system's NCCL 2.28.3; no variable with 2.28.3.
+    run refuse-no-variable 60 "${E32[@]}" NTHREADS=2 $B/01_allreduce_ub
+    run refuse-2.28.3-variable 60 env -u NCCL_HOME -u LD_LIBRARY_PATH NTHREADS=2 "${SHARE[@]}" $B/01_allreduce_ub
+    run refuse-2.28.3-no-variable 60 env -u NCCL_HOME -u LD_LIBRARY_PATH NTHREADS=2 $B/01_allreduce_ub
+  fi
+  # 2. Every lesson at $RANKS ranks on one GPU, NCCL 2.32.3.
+  for n in ${RANKS:-2 3 4 8}; do
+    R=("${E32[@]}" NTHREADS=$n "${SHARE[@]}")
+    run 01-n$n 120 "${R[@]}" $B/01_allreduce_ub
+    run 02-n$n 120 "${R[@]}" $B/02_allreduce_sm
+    run 03-n$n 120 "${R[@]}" $B/03_alltoallv_sm
+    run 04-n$n 120 "${R[@]}" $B/04_vmm_raw
+    run 05-simple-nvcc-n$n 300 "${R[@]}" $B/05_device_lsa --build nvcc
+    run 05-fast-nvcc-n$n 120 "${R[@]}" $B/05_device_lsa --build nvcc --kernel fast
+    run 05-simple-jit-n$n 300 "${R[@]}" $B/05_device_lsa --build jit
+    run 05-fast-jit-n$n 120 "${R[@]}" $B/05_device_lsa --build jit --kernel fast
+    run 06-cuda-f32-nvcc-n$n 300 "${R[@]}" $B/06_symm_primitive --build nvcc
+    run 06-cuda-bf16-nvcc-n$n 120 "${R[@]}" $B/06_symm_primitive --build nvcc --dtype bf16
+    run 06-cuda-f32-jit-n$n 300 "${R[@]}" $B/06_symm_primitive --build jit
+    run 06-triton-f32-n$n 300 "${R[@]}" $B/06_symm_primitive --kernel triton
+  done
+  # 3. Which kernel NCCL ran for lesson 02 (its symmetric kernel?); Triton in bfloat16.
+  for n in ${RANKS:-2 3 4 8}; do
+    case $n in 2|8) ;; *) continue ;; esac
+    run 02-nccl-log-n$n 120 "${E32[@]}" NTHREADS=$n "${SHARE[@]}" NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,TUNING $B/02_allreduce_sm
+    run 06-triton-bf16-n$n 120 "${E32[@]}" NTHREADS=$n "${SHARE[@]}" $B/06_symm_primitive --kernel triton --dtype bf16
+  done
+  finish
+  ;;
+stress)
+  B=$G/threads/bin
+  # 4. The stress modes: 2,000 back-to-back operations per size at 2 ranks,
+  #    500 at 4; every kernel of 05_allreduce_bench, both fused kernels of
+  #    06_symm_bench; in place and out of place; every operation checked.
+  for n in 2 4; do
+    ops=2000; [ $n = 4 ] && ops=500
+    R=("${E32[@]}" NTHREADS=$n "${SHARE[@]}")
+    SZ=(-b 4K -e 4M -f 32)
+    run 05-stress-nvcc-n$n 300 "${R[@]}" $B/05_allreduce_bench --build nvcc --stress $ops --kernels nccl,simple,vec16,twoshot,fast "${SZ[@]}"
+    run 05-stress-oneshot-n$n 200 "${R[@]}" $B/05_allreduce_bench --build nvcc --stress $ops --kernels oneshot -b 8 -e 1M -f 128
+    run 05-stress-jit-n$n 300 "${R[@]}" $B/05_allreduce_bench --stress $ops --kernels fast-jit,prims,prims-oneshot,prims-twoshot "${SZ[@]}"
+    # Both fused kernels: the CUDA one, and Triton's when it is a contender
+    # (calls 41 ran without --contenders: the CUDA kernel alone).
+    run 06-stress-n$n 300 "${R[@]}" $B/06_symm_bench --build nvcc --contenders fused,triton --stress $ops "${SZ[@]}"
+  done
+  finish
+  ;;
+suite)
+  R=${RANKS:?RANKS=2|4}
+  run suite-threads-n$R 580 "${E32[@]}" GPU_TEST_RANKS=$R PATH=$G/threads/bin:$PATH \
+    $G/threads/cargo-nextest nextest run --archive-file $G/threads/tests.tar.zst --workspace-remap . \
+    --run-ignored all --no-fail-fast --test-threads 1
+  finish
+  ;;
+mpi)
+  [ -f .carry/mpi.txz ] && { mkdir -p $G && tar -xJf .carry/mpi.txz -C $G; }
+  M=$G/mpi/bin
+  R=${RANKS:-2}
+  X=(-x NCCL_HOME -x NVJITLINK -x XDG_CACHE_HOME -x TRITON_PYTHON -x NCCL_MULTI_RANK_GPU_ENABLE -x NVSHMEM_HOME)
+  MPI=(mpirun -np $R --oversubscribe "${X[@]}")
+  NV=/opt/torch/.venv/lib/python3.12/site-packages/nvidia/nvshmem
+  SUITE=("${E32[@]}" NVSHMEM_HOME=$NV GPU_TEST_RANKS=$R PATH=$G/mpi/bin:$PATH
+         $G/mpi/cargo-nextest nextest run --archive-file $G/mpi/tests.tar.zst --workspace-remap .
+         --run-ignored all --no-fail-fast --test-threads 1)
+  # 1. No MPS server: exit 2, saying how to start one.
+  [ -z "${SUITE_ONLY:-}" ] && run mpi-no-mps 60 "${E32[@]}" "${SHARE[@]}" "${MPI[@]}" $M/02_allreduce_sm
+  # 2. A private MPS daemon in directories of our own; the GPU's compute
+  #    mode and settings stay as they are (read before and after).
+  export CUDA_MPS_PIPE_DIRECTORY=/tmp/mps-pipe CUDA_MPS_LOG_DIRECTORY=/tmp/mps-log
+  mkdir -p -m 700 $CUDA_MPS_PIPE_DIRECTORY $CUDA_MPS_LOG_DIRECTORY
+  nvidia-smi --query-gpu=compute_mode --format=csv > "$L/compute-mode-before.log" 2>&1
+  run mps-start 30 nvidia-cuda-mps-control -d
+  if [ -z "${SUITE_ONLY:-}" ]; then
+    run mpi-01 120 "${E32[@]}" "${SHARE[@]}" "${MPI[@]}" $M/01_allreduce_ub
+    run mpi-02 120 "${E32[@]}" "${SHARE[@]}" "${MPI[@]}" $M/02_allreduce_sm
+    run mpi-03 120 "${E32[@]}" "${SHARE[@]}" "${MPI[@]}" $M/03_alltoallv_sm
+    run mpi-04 120 "${E32[@]}" "${SHARE[@]}" "${MPI[@]}" $M/04_vmm_raw
+    run mpi-05-simple 300 "${E32[@]}" "${SHARE[@]}" "${MPI[@]}" $M/05_device_lsa --build nvcc
+    run mpi-05-fast-jit 300 "${E32[@]}" "${SHARE[@]}" "${MPI[@]}" $M/05_device_lsa --build jit --kernel fast
+    run mpi-06-cuda 300 "${E32[@]}" "${SHARE[@]}" "${MPI[@]}" $M/06_symm_primitive --build nvcc
+    run mpi-06-triton 300 "${E32[@]}" "${SHARE[@]}" "${MPI[@]}" $M/06_symm_primitive --kernel triton
+    run mpi-06-nvshmem 300 "${E32[@]}" NVSHMEM_HOME=$NV "${SHARE[@]}" "${MPI[@]}" $M/06_symm_primitive --backend nvshmem
+    run mpi-emulated-01 120 "${E32[@]}" "${SHARE[@]}" "${MPI[@]}" tools/emulate-nodes $M/01_allreduce_ub
+    run mpi-emulated-02 120 "${E32[@]}" "${SHARE[@]}" "${MPI[@]}" tools/emulate-nodes $M/02_allreduce_sm
+    run mpi-emulated-05 120 "${E32[@]}" "${SHARE[@]}" "${MPI[@]}" tools/emulate-nodes $M/05_device_lsa --build nvcc
+  fi
+  # 3. The MPI build's suite: first every test that kills no rank, then,
+  #    after a fresh MPS server, the fault matrix (its killed ranks can leave
+  #    the server failing new clients: see the book's "One GPU, several ranks").
+  run suite-mpi-n$R ${SUITE_LIMIT:-400} "${SUITE[@]}" -E 'not test(/fault/)'
+  # A suite stopped at its limit leaves its processes behind, and the
+  # daemon's quit waits for every client (call 49's restart timed out so).
+  pkill -9 -f "$G/mpi/bin/" 2>/dev/null; pkill -9 -f /tmp/nextest-archive 2>/dev/null; sleep 2
+  run mps-restart 60 sh -c 'echo quit | nvidia-cuda-mps-control; sleep 1; nvidia-cuda-mps-control -d'
+  run suite-mpi-faults-n$R ${SUITE_LIMIT:-200} "${SUITE[@]}" -E 'test(/fault/)'
+  run mps-stop 30 sh -c 'echo quit | nvidia-cuda-mps-control'
+  nvidia-smi --query-gpu=compute_mode --format=csv > "$L/compute-mode-after.log" 2>&1
+  cp $CUDA_MPS_LOG_DIRECTORY/control.log "$L/mps-control.log" 2>/dev/null
+  cp $CUDA_MPS_LOG_DIRECTORY/server.log "$L/mps-server.log" 2>/dev/null
+  finish
+  ;;
+recheck)
+  # After the fixes of lesson 03 and the benchmarks' first barrier: lesson
+  # 03 at every rank count (twice at 5 and 8, where it hung before), and
+  # 06_symm_bench's sweep at 2 ranks (before: no output in 300 s).
+  [ -f .carry/threads.txz ] && { mkdir -p $G && tar -xJf .carry/threads.txz -C $G; }
+  B=$G/threads/bin
+  for n in 2 3 4 5 5b 6 7 8 8b; do
+    R=("${E32[@]}" NTHREADS=${n%b} "${SHARE[@]}")
+    run 03-n$n 60 "${R[@]}" $B/03_alltoallv_sm
+  done
+  run 06-bench-n2 240 "${E32[@]}" NTHREADS=2 "${SHARE[@]}" $B/06_symm_bench -b 8 -e 4M -f 8 -n 5 -w 2 --trials 2 --json $L/06-bench-n2.json
+  finish
+  ;;
+release)
+  V=${NCCL:?NCCL=2.30.7|2.31.2}
+  mkdir -p /tmp/r && tar -xJf .nccl/nccl-$V.tar.xz -C /tmp/r
+  [ -d $G/threads/bin ] || { echo "error: $G/threads missing: PART=lessons first, on this warm machine" >&2; exit 2; }
+  B=$G/threads/bin
+  for n in ${RANKS:-2 3 4 8}; do
+    R=(env -u LD_LIBRARY_PATH NCCL_HOME=/tmp/r/nccl-$V XDG_CACHE_HOME=/tmp/cache NTHREADS=$n "${SHARE[@]}")
+    run $V-01-n$n 120 "${R[@]}" $B/01_allreduce_ub
+    run $V-02-n$n 120 "${R[@]}" $B/02_allreduce_sm
+    run $V-03-n$n 120 "${R[@]}" $B/03_alltoallv_sm
+    run $V-04-n$n 120 "${R[@]}" $B/04_vmm_raw
+    run $V-05-simple-n$n 300 "${R[@]}" $B/05_device_lsa --build nvcc
+    run $V-05-fast-n$n 120 "${R[@]}" $B/05_device_lsa --build nvcc --kernel fast
+  done
+  finish
+  ;;
+esac
+cat "$L/index.txt" 2>/dev/null
