@@ -11,7 +11,7 @@ use std::path::Path;
 use std::process::{Command, Output};
 use std::time::Duration;
 
-use testkit::{build_c_library, build_fake_nccl, describe, run_with_timeout};
+use testkit::{build_fake_nccl, describe, run_with_timeout};
 
 fn probe() -> std::path::PathBuf {
     testkit::binary("launch-probe", env!("CARGO_BIN_EXE_launch-probe"))
@@ -44,12 +44,7 @@ fn machine(gpus: u32, mps: bool, nccl_code: u32) -> Option<tempfile::TempDir> {
          }}\n",
         i32::from(mps)
     );
-    build_c_library(dir.path(), "libcuda.so", &source, &[])?;
-    std::fs::copy(
-        dir.path().join("libcuda.so"),
-        dir.path().join("libcuda.so.1"),
-    )
-    .ok()?;
+    testkit::build_fake_driver(dir.path(), &source)?;
     build_fake_nccl(dir.path(), "libnccl.so", nccl_code);
     Some(dir)
 }

@@ -652,6 +652,16 @@ pub fn compare_steps(readme: &str, source: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// Builds a stand-in CUDA driver in `dir` from C `source` (the driver calls
+/// a test needs, e.g. `cuInit`), as `libcuda.so` and `libcuda.so.1`, the
+/// names cudarc looks for; put `dir` first on `LD_LIBRARY_PATH`. `None`
+/// without a C compiler (see [`build_c_library`]).
+pub fn build_fake_driver(dir: &Path, source: &str) -> Option<()> {
+    build_c_library(dir, "libcuda.so", source, &[])?;
+    std::fs::copy(dir.join("libcuda.so"), dir.join("libcuda.so.1")).ok()?;
+    Some(())
+}
+
 /// Builds a stand-in NCCL (a shared library with only `ncclGetVersion`,
 /// returning `version_code`) named `name` in `dir`, with the system C compiler
 /// (`$CC`, else `cc`). For the preflight tests.
