@@ -70,7 +70,7 @@ fn alltoallv_sm(ctx: &RankContext, args: &Args) -> Result<()> {
     let stream = gpu.new_stream().context("Step 1: create a stream")?;
 
     // Step 2: Create the communicator from a unique id that rank 0 shares.
-    // The calls of lesson 01's Step 2 (ncclGetUniqueId, ncclCommInitRank),
+    // The calls of lesson 01's Step 2 (ncclGetUniqueId, ncclCommInitRankConfig),
     // made by common::setup: this lesson is about what comes after.
     let comm = setup::communicator(ctx).context("Step 2: create the communicator")?;
     ctx.println_ordered(format!(

@@ -422,18 +422,18 @@ pub fn float(value: f64, width: usize) -> String {
     format!("{value:>width$.1e}")
 }
 
-/// nccl-tests' three header lines.
 /// The line every benchmark prints when ranks shared a GPU (`ranks_per_gpu`
 /// above 1): what its times are not.
 pub fn shared_gpu_line(ranks_per_gpu: usize) -> Option<String> {
     (ranks_per_gpu > 1).then(|| {
         format!(
             "# up to {ranks_per_gpu} ranks shared each GPU: every transfer stayed in one GPU's memory, \
-             and the ranks' kernels took turns on its multiprocessors; these are not NVLink times"
+             and the ranks shared its multiprocessors and memory bandwidth; these are not NVLink times"
         )
     })
 }
 
+/// nccl-tests' three header lines.
 pub fn nccl_tests_header() -> String {
     let mut out = String::new();
     let _ = writeln!(

@@ -276,6 +276,7 @@ fn agree_on_preflight(
             let device = placement.device_of(local_rank);
             placement::check_mps(
                 placement.ranks_on(device),
+                local_size,
                 device,
                 preflight::mps_enabled(device),
             )

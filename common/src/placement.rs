@@ -203,7 +203,7 @@ pub fn place(request: &Request) -> Result<Placement, CannotRun> {
                 plural(gpus)
             ),
             format!(
-                "load NCCL {FIRST_SHARING_NCCL} or newer (pip install nvidia-nccl-cu13, or NCCL_HOME=<its directory>);\n\
+                "load NCCL {FIRST_SHARING_NCCL} or newer: pip install nvidia-nccl-cu13 (-cu12 for CUDA 12), or NCCL_HOME=<its directory>;\n\
                  or {fewer}"
             ),
         )),
@@ -211,7 +211,7 @@ pub fn place(request: &Request) -> Result<Placement, CannotRun> {
             format!("{asked}: with NCCL {version} each rank needs a GPU of its own"),
             format!(
                 "{fewer};\nor let ranks share a GPU, which NCCL allows from {FIRST_SHARING_NCCL}: load NCCL {FIRST_SHARING_NCCL} or newer \
-                 (pip install nvidia-nccl-cu13, or NCCL_HOME=<its directory>), then {share} {chapter}"
+                 with pip install nvidia-nccl-cu13 (-cu12 for CUDA 12) or NCCL_HOME=<its directory>, then {share} {chapter}"
             ),
         )),
         (MultiRank::NotANumber(value), _) => Err(CannotRun::new(
@@ -374,9 +374,15 @@ pub fn sharing_note(
 }
 
 /// MPI mode, ranks sharing a GPU: processes can share a GPU only through
-/// CUDA MPS. `mps` is `cuDeviceGetAttribute(CU_DEVICE_ATTRIBUTE_MPS_ENABLED)`
+/// CUDA MPS. `ranks_on_gpu` processes share GPU `device`, of `ranks_here` on
+/// the node; `mps` is `cuDeviceGetAttribute(CU_DEVICE_ATTRIBUTE_MPS_ENABLED)`
 /// for the GPU (`None`: this driver cannot say).
-pub fn check_mps(ranks_on_gpu: usize, device: usize, mps: Option<bool>) -> Result<(), CannotRun> {
+pub fn check_mps(
+    ranks_on_gpu: usize,
+    ranks_here: usize,
+    device: usize,
+    mps: Option<bool>,
+) -> Result<(), CannotRun> {
     if ranks_on_gpu <= 1 || mps != Some(false) {
         return Ok(());
     }
@@ -386,12 +392,12 @@ pub fn check_mps(ranks_on_gpu: usize, device: usize, mps: Option<bool>) -> Resul
              but no MPS server serves this one (cuDeviceGetAttribute(CU_DEVICE_ATTRIBUTE_MPS_ENABLED) is 0)"
         ),
         format!(
-            "start a private MPS daemon, run the job under it, then stop it (the book's \"One GPU, several ranks\"):\n\
-             export CUDA_MPS_PIPE_DIRECTORY=$HOME/.mps/pipe CUDA_MPS_LOG_DIRECTORY=$HOME/.mps/log\n\
-             mkdir -p -m 700 $CUDA_MPS_PIPE_DIRECTORY $CUDA_MPS_LOG_DIRECTORY && nvidia-cuda-mps-control -d\n\
-             mpirun -np {ranks_on_gpu} -x {MULTI_RANK_VARIABLE}=1 <program>\n\
-             echo quit | nvidia-cuda-mps-control\n\
-             or run the ranks as threads of one process, which needs no MPS: NTHREADS={ranks_on_gpu} with the default build"
+            "start a private MPS daemon, run the job under it, then stop it (the book's \"One GPU, several ranks\"; Open MPI's -x shown):\n\
+             export CUDA_MPS_PIPE_DIRECTORY=/tmp/mps-$USER/pipe CUDA_MPS_LOG_DIRECTORY=/tmp/mps-$USER/log\n\
+             mkdir -p -m 700 /tmp/mps-$USER $CUDA_MPS_PIPE_DIRECTORY $CUDA_MPS_LOG_DIRECTORY && nvidia-cuda-mps-control -d\n\
+             mpirun -np {ranks_here} -x {MULTI_RANK_VARIABLE}=1 <program>\n\
+             echo quit | nvidia-cuda-mps-control; unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY\n\
+             Or, with no MPS: run the ranks as threads of one process, NTHREADS={ranks_here} with the default build."
         ),
     ))
 }
@@ -616,10 +622,14 @@ mod tests {
 
     #[test]
     fn processes_sharing_a_gpu_need_mps() {
-        assert!(check_mps(1, 0, Some(false)).is_ok());
-        assert!(check_mps(2, 0, Some(true)).is_ok());
-        assert!(check_mps(2, 0, None).is_ok());
-        let err = check_mps(2, 0, Some(false)).unwrap_err();
+        assert!(check_mps(1, 1, 0, Some(false)).is_ok());
+        assert!(check_mps(2, 2, 0, Some(true)).is_ok());
+        assert!(check_mps(2, 2, 0, None).is_ok());
+        // 3 processes on 2 GPUs: GPU 0 holds 2 of them; the job is 3.
+        let three = check_mps(2, 3, 0, Some(false)).unwrap_err();
+        assert!(three.fix.contains("mpirun -np 3 "), "{}", three.fix);
+        assert!(three.fix.contains("NTHREADS=3 "), "{}", three.fix);
+        let err = check_mps(2, 2, 0, Some(false)).unwrap_err();
         assert!(err.reason.contains("2 MPI processes share GPU 0"), "{err}");
         assert!(
             err.fix.contains("nvidia-cuda-mps-control -d"),

@@ -203,11 +203,13 @@ where
                 std::env::var("NCCL_MAX_CTAS").ok().as_deref(),
             )
         );
-        if system.nccl.is_some() && placement::runtime_connect_set_here() {
-            eprintln!(
-                "note: NCCL_RUNTIME_CONNECT=0 (set by the launcher): ranks that share a GPU in one process connect at ncclCommInitRank, not in their first collective (see the book's \"One GPU, several ranks\")"
-            );
-        }
+    }
+    // Said whenever the launcher set it (it decides before it knows whether
+    // the ranks will share a GPU): NCCL then connects every rank at init.
+    if system.nccl.is_some() && placement::runtime_connect_set_here() {
+        eprintln!(
+            "note: NCCL_RUNTIME_CONNECT=0 (set by the launcher, as NCCL_MULTI_RANK_GPU_ENABLE is on): ranks connect at ncclCommInitRank, not in their first collective, where ranks that share a GPU in one process can wait for each other (see the book's \"One GPU, several ranks\")"
+        );
     }
     crate::signals::set_ranks((0..size).map(|r| format!("[rank {r}/{size}] ")).collect());
     let devices: Vec<usize> = (0..size).map(|r| placement.device_of(r)).collect();

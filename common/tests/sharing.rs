@@ -282,7 +282,7 @@ mod threads {
             describe(&out)
         );
         assert!(
-            text(&out.stderr).contains("note: NCCL_RUNTIME_CONNECT=0 (set by the launcher)"),
+            text(&out.stderr).contains("note: NCCL_RUNTIME_CONNECT=0 (set by the launcher, "),
             "{}",
             describe(&out)
         );
@@ -296,6 +296,14 @@ mod threads {
         assert!(text(&out.stdout).contains("launch-probe: NCCL_RUNTIME_CONNECT=1\n"));
         assert!(
             !text(&out.stderr).contains("set by the launcher"),
+            "{}",
+            describe(&out)
+        );
+        // With the request but a GPU per rank it is set too, and said.
+        let out = run(machine.path(), 1, "nccl", Some("1"));
+        assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+        assert!(
+            text(&out.stderr).contains("note: NCCL_RUNTIME_CONNECT=0 (set by the launcher, "),
             "{}",
             describe(&out)
         );
