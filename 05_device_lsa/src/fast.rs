@@ -195,8 +195,9 @@ pub fn twoshot_cap(
     } else {
         format!("this GPU holds at once: {resident}")
     };
+    let default = (multiprocessors / sharing).max(1).min(share);
     match requested {
-        None => Ok((multiprocessors / sharing).max(1).min(share)),
+        None => Ok(default),
         Some(blocks) if blocks <= share => Ok(blocks.max(1)),
         Some(blocks) => Err(CannotRun::new(
             format!(
@@ -207,9 +208,8 @@ pub fn twoshot_cap(
                  leave progress to the order in which the GPU dispatches blocks"
             ),
             format!(
-                "pass --twoshot-blocks {share} or fewer, or leave it out (default: one block per multiprocessor{}, {})",
+                "pass --twoshot-blocks {share} or fewer, or leave it out (default: one block per multiprocessor{}, {default})",
                 if sharing > 1 { " and rank" } else { "" },
-                (multiprocessors / sharing).max(1).min(share)
             ),
         )),
     }
@@ -473,18 +473,40 @@ impl FastKernels {
         })
     }
 
-    /// What the occupancy API says about the loaded one-shot kernel (`None`
-    /// on the jit route, which has none); see [`FastOptions::fit_oneshot`].
-    pub fn oneshot_residency(&self, multiprocessors: u32) -> Result<Option<Residency>> {
+    /// This rank's share of the one-shot blocks the GPU (of
+    /// `multiprocessors` multiprocessors) holds at once, from the occupancy
+    /// API and `RankContext::share_of_gpu`: the bound of
+    /// [`FastOptions::fit_oneshot`]. [`LL_BLOCKS`] on the jit route, which has
+    /// no one-shot kernel (fitting to it changes nothing).
+    pub fn oneshot_share(&self, ctx: &RankContext, multiprocessors: u32) -> Result<u32> {
         let Some(oneshot) = self.oneshot else {
-            return Ok(None);
+            return Ok(LL_BLOCKS);
         };
         // SAFETY: as in twoshot_residency.
         let per_multiprocessor = unsafe { blocks_per_multiprocessor(oneshot, THREADS)? };
-        Ok(Some(Residency {
+        let residency = Residency {
             per_multiprocessor,
             multiprocessors,
-        }))
+        };
+        Ok(ctx.share_of_gpu(residency.blocks()))
+    }
+
+    /// The default options for these kernels on `ctx`'s ranks, two-shot on
+    /// at most `twoshot_max_blocks` blocks ([`twoshot_cap`]): one-shot up to
+    /// [`default_oneshot_max`] within this rank's share of the GPU
+    /// ([`oneshot_share`](Self::oneshot_share)), or two-shot at every size
+    /// on the jit route.
+    pub fn options(
+        &self,
+        ctx: &RankContext,
+        twoshot_max_blocks: u32,
+        multiprocessors: u32,
+    ) -> Result<FastOptions> {
+        Ok(match self.oneshot {
+            Some(_) => FastOptions::new(ctx.size(), twoshot_max_blocks)
+                .fit_oneshot(self.oneshot_share(ctx, multiprocessors)?),
+            None => FastOptions::two_shot_only(twoshot_max_blocks),
+        })
     }
 
     /// Enqueues `path` on `stream`. The device communicator must have been

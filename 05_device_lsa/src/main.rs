@@ -62,7 +62,7 @@ use device_build::route::Build;
 use device_build::shim::{check_lsa_team, DevComm};
 use device_build::Module;
 use device_build::{cache, Env};
-use device_lsa::fast::{self, FastKernels, FastOptions, GridPlan};
+use device_lsa::fast::{self, FastKernels, GridPlan};
 use device_lsa::launch::AllReduceArgs;
 use device_lsa::{build_chosen, choose_route, CACHE_NAME, KERNEL_NAME, THREADS};
 
@@ -252,15 +252,9 @@ fn device_lsa(ctx: &RankContext, args: &Args) -> Result<()> {
         .context("Step 7: occupancy of the two-shot kernel")?;
     let twoshot_blocks =
         ctx.all_ok(fast::twoshot_cap(None, residency, ctx.ranks_per_gpu()).map_err(Into::into))?;
-    let fast_options = match fast_kernels
-        .oneshot_residency(multiprocessors)
-        .context("Step 7: occupancy of the one-shot kernel")?
-    {
-        Some(oneshot) => {
-            FastOptions::new(size, twoshot_blocks).fit_oneshot(ctx.share_of_gpu(oneshot.blocks()))
-        }
-        None => FastOptions::two_shot_only(twoshot_blocks),
-    };
+    let fast_options = fast_kernels
+        .options(ctx, twoshot_blocks, multiprocessors)
+        .context("Step 7: occupancy of the one-shot kernel")?;
     // NVIDIA's kernel runs BLOCKS blocks whatever the GPU: check that every
     // rank's fit at once when ranks share it.
     if args.kernel == Kernel::Simple {

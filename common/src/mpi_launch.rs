@@ -34,7 +34,7 @@ use crate::error::{
     EXIT_OK,
 };
 use crate::lesson::{print_banner, Lesson, ABANDON_AFTER};
-use crate::placement::{self, MultiRank, Placement, Request};
+use crate::placement::{self, MultiRank, Placement};
 use crate::preflight::{self, Needs, System};
 use crate::rank::{Backend, RankContext, Reported};
 
@@ -257,21 +257,12 @@ fn agree_on_preflight(
     let check_here = || {
         preflight::check(lesson.needs, lesson.tool).and_then(|system| {
             let gpus = system.driver.map_or(0, |d| d.gpus);
+            let nccl = system.nccl.as_ref().map(|nccl| nccl.version);
+            let placement = placement::place_program(lesson.needs, local_size, gpus, true, nccl)
+                .map_err(|p| vec![p])?;
             if lesson.needs == Needs::Nothing {
-                let placement = Placement {
-                    ranks_here: local_size,
-                    gpus: local_size,
-                };
                 return Ok((system, placement));
             }
-            let request = Request {
-                ranks_here: local_size,
-                gpus,
-                mpi: true,
-                multi_rank: MultiRank::from_process(),
-                nccl: system.nccl.as_ref().map(|nccl| nccl.version),
-            };
-            let placement = placement::place(&request).map_err(|p| vec![p])?;
             // Processes that share a GPU do so through CUDA MPS.
             let device = placement.device_of(local_rank);
             placement::check_mps(

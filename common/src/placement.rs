@@ -24,7 +24,7 @@
 use std::ffi::OsStr;
 
 use crate::lesson::plural;
-use crate::preflight::NcclVersion;
+use crate::preflight::{NcclVersion, Needs};
 use crate::CannotRun;
 
 /// NCCL's switch for ranks that share a GPU.
@@ -234,6 +234,32 @@ pub fn place(request: &Request) -> Result<Placement, CannotRun> {
             ),
         )),
     }
+}
+
+/// Where the `ranks_here` ranks of a program that needs `needs` run, on a
+/// node of `gpus` GPUs: [`place`] for a program that needs a GPU; a
+/// program that needs none (the launcher's own probe) puts rank r on
+/// "device" r and shares nothing.
+pub fn place_program(
+    needs: Needs,
+    ranks_here: usize,
+    gpus: usize,
+    mpi: bool,
+    nccl: Option<NcclVersion>,
+) -> Result<Placement, CannotRun> {
+    if needs == Needs::Nothing {
+        return Ok(Placement {
+            ranks_here,
+            gpus: ranks_here,
+        });
+    }
+    place(&Request {
+        ranks_here,
+        gpus,
+        mpi,
+        multi_rank: MultiRank::from_process(),
+        nccl,
+    })
 }
 
 /// The launch line of the banner for thread mode: `4 ranks, one thread per

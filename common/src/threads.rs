@@ -22,7 +22,7 @@ use crate::error::{
     exit_code, flush_and_exit, panic_message, render, PeerFailed, EXIT_FAILED, EXIT_OK,
 };
 use crate::lesson::{print_banner, Lesson, ABANDON_AFTER};
-use crate::placement::{self, MultiRank, Placement, Request};
+use crate::placement::{self, MultiRank};
 use crate::preflight::Needs;
 use crate::rank::{Backend, RankContext, Reported};
 use crate::CannotRun;
@@ -163,30 +163,14 @@ where
         (None, Needs::Nothing) => 1,
         (None, _) => gpus,
     };
-    // A program that needs no GPU (the launcher's own probe) puts rank r on
-    // "device" r and shares nothing.
-    let multi_rank = MultiRank::from_process();
-    let placement = if lesson.needs == Needs::Nothing {
-        Placement {
-            ranks_here: size,
-            gpus: size,
-        }
-    } else {
-        let request = Request {
-            ranks_here: size,
-            gpus,
-            mpi: false,
-            multi_rank: multi_rank.clone(),
-            nccl: system.nccl.as_ref().map(|nccl| nccl.version),
-        };
-        match placement::place(&request) {
-            Ok(placement) => placement,
-            Err(problem) => return cannot_run(lesson, &[problem]),
-        }
+    let nccl = system.nccl.as_ref().map(|nccl| nccl.version);
+    let placement = match placement::place_program(lesson.needs, size, gpus, false, nccl) {
+        Ok(placement) => placement,
+        Err(problem) => return cannot_run(lesson, &[problem]),
     };
     print_banner(
         &system,
-        &placement::thread_launch_text(&placement, &multi_rank),
+        &placement::thread_launch_text(&placement, &MultiRank::from_process()),
     );
     let ranks_per_gpu = placement.most_per_gpu();
     if placement.shares() {

@@ -375,10 +375,7 @@ fn bench(ctx: &RankContext, args: &Args) -> Result<()> {
         twoshot_max_blocks,
     };
     // Ranks that share a GPU: the one-shot's grids within this rank's share.
-    let oneshot_share = match fast_kernels.oneshot_residency(multiprocessors)? {
-        Some(oneshot) => ctx.share_of_gpu(oneshot.blocks()),
-        None => fast::LL_BLOCKS,
-    };
+    let oneshot_share = fast_kernels.oneshot_share(ctx, multiprocessors)?;
     let options = options.fit_oneshot(oneshot_share);
     let oneshot_fits = fast::oneshot_max_within(oneshot_share);
     if args.kernels.contains(&Contender::Oneshot) && largest > oneshot_fits {

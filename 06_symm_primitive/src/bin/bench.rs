@@ -419,12 +419,7 @@ fn bench(ctx: &RankContext, args: &Args) -> Result<()> {
             let recv_window = setup::window(&comm, &recv)?;
             // `blocks` is already this rank's share of the GPU; the one-shot's
             // grids stay within its share too.
-            let options = match fast_kernels.oneshot_residency(multiprocessors)? {
-                Some(oneshot) => {
-                    FastOptions::new(size, blocks).fit_oneshot(ctx.share_of_gpu(oneshot.blocks()))
-                }
-                None => FastOptions::two_shot_only(blocks),
-            };
+            let options = fast_kernels.options(ctx, blocks, multiprocessors)?;
             ctx.all_ok(fast::check_ranks(size).map_err(Into::into))?;
             // One device communicator for both modules: lesson 05's
             // requirements (one barrier per block, the LL staging buffer)
