@@ -403,6 +403,9 @@ pub fn fault_case(
     }
     let output = started.finish(FAULT_LIMIT * 6);
     let after_trigger = triggered.elapsed();
+    if mpi_build() && shares_gpus(cmd) {
+        wait_until_mps_serves_again(Duration::from_secs(30));
+    }
     let mut dirs_left = leftovers(tmp.path(), &["vmm-raw-"]);
     for (dir, prefix) in watch {
         dirs_left.extend(leftovers(dir, &[prefix]));
@@ -413,6 +416,53 @@ pub fn fault_case(
         processes_left: processes_left(session, Duration::from_secs(2)),
         dirs_left,
     }
+}
+
+/// Does `cmd` ask for ranks to share GPUs (`NCCL_MULTI_RANK_GPU_ENABLE` set
+/// on it or inherited)?
+fn shares_gpus(cmd: &Command) -> bool {
+    let variable = std::ffi::OsStr::new(common::placement::MULTI_RANK_VARIABLE);
+    match cmd.get_envs().find(|(key, _)| *key == variable) {
+        Some((_, value)) => value.is_some(),
+        None => std::env::var_os(variable).is_some(),
+    }
+}
+
+/// After a fault case whose MPI ranks shared a GPU through an MPS server:
+/// waits until a new process can use the GPU again, so that the next test
+/// does not fail for this one. A rank killed while its kernel runs is a
+/// "fatal GPU error" to the MPS server: it tears down that job's clients,
+/// resets the GPU, and the first clients that connect next can fail at their
+/// first CUDA call ("unspecified launch failure"). The probe is `gpu-ready`,
+/// this crate's binary, beside the binaries under test; tried once a second
+/// until it succeeds or `limit` passes (then the next test reports what it
+/// finds).
+fn wait_until_mps_serves_again(limit: Duration) {
+    // Test binaries are in target/<profile>/deps/, the workspace's binaries
+    // one level up: there in a cargo build and in an unpacked nextest archive.
+    let probe = std::env::var_os("NEXTEST_BIN_EXE_gpu-ready")
+        .map(PathBuf::from)
+        .or_else(|| {
+            let exe = std::env::current_exe().ok()?;
+            Some(exe.parent()?.parent()?.join("gpu-ready"))
+        });
+    let Some(probe) = probe.filter(|p| p.is_file()) else {
+        eprintln!("note: no gpu-ready binary beside the tests: not waiting for the MPS server");
+        return;
+    };
+    let start = Instant::now();
+    let mut last = String::new();
+    while start.elapsed() < limit {
+        match Command::new(&probe).output() {
+            Ok(out) if out.status.success() => return,
+            Ok(out) => last = String::from_utf8_lossy(&out.stderr).trim().to_owned(),
+            Err(e) => last = format!("{}: {e}", probe.display()),
+        }
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    eprintln!(
+        "note: the GPU was not usable by a new process {limit:?} after the fault case: {last}"
+    );
 }
 
 impl FaultEnd {

@@ -16,7 +16,10 @@
 #                (exit 2), then under a private MPS daemon every lesson at 2
 #                ranks, NVSHMEM at 2 PEs, the emulated nodes (SUITE_ONLY=1 skips
 #                these), and the MPI build's suite at GPU_TEST_RANKS=$RANKS
+#                (FAULTS_ONLY=1: its fault matrix alone)
 #   PART=recheck lesson 03 at 2 to 8 ranks, 06_symm_bench's sweep at 2 ranks
+#   PART=stress06 06_symm_bench's stress mode on both fused kernels (CUDA and
+#                Triton) at 2 and 4 ranks
 #   PART=release carry .nccl/nccl-$NCCL.tar.xz: lessons 01 to 05 at 2, 3, 4 and 8
 #                ranks on that release (05 through nvcc)
 # Logs go to $OUT/$CALL/ (index.txt: each step's exit code) and come back as
@@ -50,7 +53,7 @@ E32=(env -u LD_LIBRARY_PATH NCCL_HOME=$J NVJITLINK=$NVJ XDG_CACHE_HOME=/tmp/cach
      TRITON_PYTHON=/opt/torch/.venv/bin/python)
 SHARE=(NCCL_MULTI_RANK_GPU_ENABLE=1)
 
-case ${PART:?PART=stage|lessons|stress|suite|mpi|recheck|release} in
+case ${PART:?PART=stage|lessons|stress|stress06|suite|mpi|recheck|release} in
 stage)
   mkdir -p $J /tmp/jit
   if [ -f .nccl/nccl-2.32.3.tar.xz ]; then
@@ -115,6 +118,15 @@ stress)
   done
   finish
   ;;
+stress06)
+  # Both fused kernels under stress (call 41 ran the CUDA one alone).
+  B=$G/threads/bin
+  for n in 2 4; do
+    ops=2000; [ $n = 4 ] && ops=500
+    run 06-stress-n$n 200 "${E32[@]}" NTHREADS=$n "${SHARE[@]}" $B/06_symm_bench --build nvcc --contenders fused,triton --stress $ops -b 4K -e 4M -f 32
+  done
+  finish
+  ;;
 suite)
   R=${RANKS:?RANKS=2|4}
   run suite-threads-n$R 580 "${E32[@]}" GPU_TEST_RANKS=$R PATH=$G/threads/bin:$PATH \
@@ -157,7 +169,8 @@ mpi)
   # 3. The MPI build's suite: first every test that kills no rank, then,
   #    after a fresh MPS server, the fault matrix (its killed ranks can leave
   #    the server failing new clients: see the book's "One GPU, several ranks").
-  run suite-mpi-n$R ${SUITE_LIMIT:-400} "${SUITE[@]}" -E 'not test(/fault/)'
+  # (FAULTS_ONLY=1: the fault matrix alone.)
+  [ -z "${FAULTS_ONLY:-}" ] && run suite-mpi-n$R ${SUITE_LIMIT:-400} "${SUITE[@]}" -E 'not test(/fault/)'
   # A suite stopped at its limit leaves its processes behind, and the
   # daemon's quit waits for every client (call 49's restart timed out so).
   pkill -9 -f "$G/mpi/bin/" 2>/dev/null; pkill -9 -f /tmp/nextest-archive 2>/dev/null; sleep 2
@@ -177,7 +190,7 @@ recheck)
   B=$G/threads/bin
   for n in 2 3 4 5 5b 6 7 8 8b; do
     R=("${E32[@]}" NTHREADS=${n%b} "${SHARE[@]}")
-    run 03-n$n 60 "${R[@]}" $B/03_alltoallv_sm
+    run 03-n$n 45 "${R[@]}" $B/03_alltoallv_sm
   done
   run 06-bench-n2 240 "${E32[@]}" NTHREADS=2 "${SHARE[@]}" $B/06_symm_bench -b 8 -e 4M -f 8 -n 5 -w 2 --trials 2 --json $L/06-bench-n2.json
   finish
