@@ -28,7 +28,9 @@
 //   arguments, the same number of times, in the same order on every rank.
 //   The call contains grid-wide and cross-rank barriers: a thread that skips
 //   it (an early `return` in a bounds check) hangs the kernel.
-// * The grid: any 1-D grid whose blocks are all resident at once (at most
+// * The grid: any 1-D grid of 1-D blocks whose blocks are all resident at
+//   once (a 2-D or 3-D grid or block gets SYMM_ERR_GRID_SHAPE: the barriers
+//   count gridDim.x blocks and the work is split over threadIdx.x; at most
 //   one block per multiprocessor of 1024 threads or fewer is always safe;
 //   cuLaunchCooperativeKernel checks it for you). The blocks wait for each
 //   other inside the call. Every rank must launch the same grid size.
@@ -45,6 +47,14 @@
 //   element by element.
 // * In place: the data at local_ptr + byte_offset is replaced by the sum
 //   over ranks of the same bytes of every rank's buffer.
+// * One address per byte: this rank's own bytes are read and written through
+//   the caller's address (local_ptr + byte_offset), the peers' through the
+//   backend's mapping of them. The window also maps this rank's own memory at
+//   a second address, and the CUDA Programming Guide ("Virtual Aliasing
+//   Support") asks for a fence.proxy.alias between accesses to one byte
+//   through two addresses; the caller's kernel uses its address around the
+//   call, so the call uses the same one (as NCCL's fusion example does with
+//   ncclGetLocalPointer).
 // * Memory ordering: writes the calling kernel made to its buffer before
 //   the call (by any thread of any block) are visible to every rank's loads
 //   inside the call (grid barrier, block 0's release-acquire barrier
@@ -78,6 +88,8 @@
                                        // (NCCL: LSA team != world; NVSHMEM:
                                        // nvshmem_ptr returned NULL)
 #define SYMM_ERR_NO_GRID_SYNC (-8)     // ctx has no grid-barrier words (grid_sync)
+#define SYMM_ERR_GRID_SHAPE (-9)       // the calling kernel's grid or block is not
+                                       // 1-D (gridDim.y, .z or blockDim.y, .z > 1)
 
 #define SYMM_REDUCE_SUM 0
 #define SYMM_DTYPE_FLOAT32 0
@@ -471,11 +483,14 @@ __device__ __forceinline__ int symm_nccl_all_reduce(const NcclSymmContext* ctx, 
   if (num_elements == 0) return SYMM_OK;
   const ncclTeam lsa = symm_lsa_team(comm);
 
-  // Every rank's address of the region, looked up once per call.
+  // Every rank's address of the region, looked up once per call: the
+  // caller's own address for this rank (one address per byte, see the
+  // calling convention), the window's mapping for the peers.
   char* peers[SYMM_MAX_RANKS];
 #pragma unroll
   for (int p = 0; p < SYMM_MAX_RANKS; p++) {
-    peers[p] = symm_nccl_peer(ctx->buffer_window, lsa, p < nRanks ? p : 0) + offset;
+    peers[p] = p == rank ? local_ptr + byte_offset
+                         : symm_nccl_peer(ctx->buffer_window, lsa, p < nRanks ? p : 0) + offset;
   }
 
   // Phase 1: inputs ready. Grid barrier (this rank's writes before the call,
@@ -524,14 +539,16 @@ __device__ __forceinline__ int symm_nvshmem_all_reduce(const NvshmemSymmContext*
   if (num_elements == 0) return SYMM_OK;
 
   // nvshmem_ptr: the peer's copy of a symmetric address, mapped into this
-  // GPU (NVLink/P2P), or NULL when loads and stores cannot reach it.
+  // GPU (NVLink/P2P), or NULL when loads and stores cannot reach it. (The
+  // host checked every PE and all ranks agreed before any launch; this is
+  // the device's own guard.) This rank's bytes: the caller's address.
   char* peers[SYMM_MAX_RANKS];
   bool reachable = true;
 #pragma unroll
   for (int p = 0; p < SYMM_MAX_RANKS; p++) {
     char* peer = (char*)nvshmem_ptr(region, p < nRanks ? p : 0);
     reachable = reachable && peer != nullptr;
-    peers[p] = peer + offset;
+    peers[p] = p == rank ? local_ptr + byte_offset : peer + offset;
   }
   if (!reachable) return SYMM_ERR_TOPOLOGY;
 
@@ -572,6 +589,8 @@ __device__ __forceinline__ int symm_nvshmem_all_reduce(const NvshmemSymmContext*
 extern "C" __device__ int symm_all_reduce(void* ctx, void* local_ptr, size_t byte_offset,
                                           size_t num_elements, int reduce_op, int dtype) {
   if (ctx == nullptr) return SYMM_ERR_NULL_CONTEXT;
+  if (gridDim.y != 1 || gridDim.z != 1 || blockDim.y != 1 || blockDim.z != 1)
+    return SYMM_ERR_GRID_SHAPE;
   const SymmContext* header = (const SymmContext*)ctx;
   const int type = header->type;
 #if !defined(SYMM_WITH_NCCL)

@@ -13,6 +13,7 @@ pub const ERR_OUT_OF_BOUNDS: i32 = -5;
 pub const ERR_MISALIGNED: i32 = -6;
 pub const ERR_TOPOLOGY: i32 = -7;
 pub const ERR_NO_GRID_SYNC: i32 = -8;
+pub const ERR_GRID_SHAPE: i32 = -9;
 
 pub const REDUCE_SUM: i32 = 0;
 pub const DTYPE_FLOAT32: i32 = 0;
@@ -33,17 +34,45 @@ pub fn describe(code: i32) -> &'static str {
         ERR_MISALIGNED => "local_ptr or byte_offset not a multiple of the element size",
         ERR_TOPOLOGY => "more than 8 ranks, or a rank not reachable by loads and stores",
         ERR_NO_GRID_SYNC => "the context has no grid-barrier words",
+        ERR_GRID_SHAPE => "the calling kernel's grid or block is not 1-D",
         _ => "not a symm_all_reduce code",
     }
 }
 
+/// How the calling kernel was launched. The library splits its work over
+/// `threadIdx.x` and `blockIdx.x` and its grid barrier counts `gridDim.x`
+/// blocks, so it needs a 1-D grid of 1-D blocks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shape {
+    /// `<<<blocks, threads>>>`.
+    OneD,
+    /// A grid with `gridDim.y` 2.
+    TwoDGrid,
+    /// Blocks with `blockDim.y` 2.
+    TwoDBlock,
+}
+
+impl Shape {
+    /// The launch's (grid, block) for a 1-D launch of `blocks` x `threads`:
+    /// the same number of threads in all, arranged in this shape.
+    pub fn dims(self, blocks: u32, threads: u32) -> ((u32, u32, u32), (u32, u32, u32)) {
+        match self {
+            Shape::OneD => ((blocks, 1, 1), (threads, 1, 1)),
+            Shape::TwoDGrid => ((blocks.div_ceil(2), 2, 1), (threads, 1, 1)),
+            Shape::TwoDBlock => ((blocks, 1, 1), (threads.div_ceil(2), 2, 1)),
+        }
+    }
+}
+
 /// One call's arguments as the checks see them: the context (`None` for a
-/// null pointer) and where `local_ptr` points, counted from the buffer's
-/// first byte (negative: before it).
+/// null pointer), where `local_ptr` points, counted from the buffer's first
+/// byte (negative: before it), and the calling kernel's launch shape.
 #[derive(Debug, Clone, Copy)]
 pub struct Call {
     /// `SymmContext::type`, or None for a null context.
     pub backend: Option<i32>,
+    /// The calling kernel's grid and block.
+    pub shape: Shape,
     /// The context's buffer_size.
     pub buffer_size: u64,
     /// The buffer's first byte's address (its alignment matters).
@@ -63,6 +92,9 @@ pub fn check(call: &Call) -> i32 {
     let Some(backend) = call.backend else {
         return ERR_NULL_CONTEXT;
     };
+    if call.shape != Shape::OneD {
+        return ERR_GRID_SHAPE;
+    }
     if backend != crate::context::BACKEND_NCCL && backend != crate::context::BACKEND_NVSHMEM {
         return ERR_UNKNOWN_BACKEND;
     }
@@ -180,6 +212,22 @@ pub fn bad_input_cases(good: Call) -> Vec<(&'static str, Call, i32)> {
             },
             ERR_MISALIGNED,
         ),
+        (
+            "a 2-D grid",
+            Call {
+                shape: Shape::TwoDGrid,
+                ..good
+            },
+            ERR_GRID_SHAPE,
+        ),
+        (
+            "2-D blocks",
+            Call {
+                shape: Shape::TwoDBlock,
+                ..good
+            },
+            ERR_GRID_SHAPE,
+        ),
     ]
 }
 
@@ -190,6 +238,7 @@ mod tests {
     fn good() -> Call {
         Call {
             backend: Some(crate::context::BACKEND_NCCL),
+            shape: Shape::OneD,
             buffer_size: 1 << 20,
             buffer_address: 0x7f00_0000_0000,
             local_offset: 0,
@@ -252,6 +301,7 @@ mod tests {
             ("SYMM_ERR_MISALIGNED", ERR_MISALIGNED),
             ("SYMM_ERR_TOPOLOGY", ERR_TOPOLOGY),
             ("SYMM_ERR_NO_GRID_SYNC", ERR_NO_GRID_SYNC),
+            ("SYMM_ERR_GRID_SHAPE", ERR_GRID_SHAPE),
         ] {
             let text = if code == 0 {
                 format!("#define {name} 0")

@@ -10,6 +10,8 @@ use std::ffi::c_void;
 use anyhow::{Context, Result};
 use cudarc::driver::{result as cu, sys as cu_sys, CudaStream};
 
+use crate::codes::Shape;
+
 /// How a kernel is launched.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Launch {
@@ -34,7 +36,33 @@ pub(crate) unsafe fn launch_1d(
     params: &mut [*mut c_void],
     name: &str,
 ) -> Result<()> {
-    let (grid, block, stream) = ((blocks, 1, 1), (threads, 1, 1), stream.cu_stream());
+    launch_shaped(
+        how,
+        kernel,
+        Shape::OneD.dims(blocks, threads),
+        shared,
+        stream,
+        params,
+        name,
+    )
+}
+
+/// [`launch_1d`] with any grid and block: the bad-input cases launch 2-D
+/// ones on purpose.
+///
+/// # Safety
+/// As [`launch_1d`].
+#[allow(clippy::too_many_arguments)]
+unsafe fn launch_shaped(
+    how: Launch,
+    kernel: cu_sys::CUfunction,
+    (grid, block): ((u32, u32, u32), (u32, u32, u32)),
+    shared: u32,
+    stream: &CudaStream,
+    params: &mut [*mut c_void],
+    name: &str,
+) -> Result<()> {
+    let stream = stream.cu_stream();
     match how {
         Launch::Plain => cu::launch_kernel(kernel, grid, block, shared, stream, params)
             .with_context(|| format!("cuLaunchKernel({name})")),
@@ -211,6 +239,22 @@ pub unsafe fn all_reduce(
     stream: &CudaStream,
     call: AllReduceCall,
 ) -> Result<()> {
+    all_reduce_shaped(kernel, Shape::OneD, blocks, threads, stream, call)
+}
+
+/// [`all_reduce`] launched in `shape` (the same threads in all): a shape
+/// other than 1-D must get `SYMM_ERR_GRID_SHAPE`.
+///
+/// # Safety
+/// As [`all_reduce`].
+pub unsafe fn all_reduce_shaped(
+    kernel: cu_sys::CUfunction,
+    shape: Shape,
+    blocks: u32,
+    threads: u32,
+    stream: &CudaStream,
+    call: AllReduceCall,
+) -> Result<()> {
     let AllReduceCall {
         mut context,
         mut local_ptr,
@@ -229,10 +273,10 @@ pub unsafe fn all_reduce(
         (&mut dtype as *mut i32).cast(),
         (&mut status as *mut u64).cast(),
     ];
-    launch_1d(
+    launch_shaped(
         Launch::Cooperative,
         kernel,
-        (blocks, threads),
+        shape.dims(blocks, threads),
         0,
         stream,
         &mut params,

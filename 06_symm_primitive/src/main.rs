@@ -367,9 +367,15 @@ fn symm_primitive_lesson(ctx: &RankContext, args: &Args) -> Result<()> {
                 dev_comm_copy,
             }
         }
-        (_, _, _, Some(session)) => Symmetric::Nvshmem {
-            buffer: session.malloc(bytes).context("Step 3: nvshmem_malloc")?,
-        },
+        (_, _, _, Some(session)) => {
+            let buffer = session.malloc(bytes).context("Step 3: nvshmem_malloc")?;
+            // NOTE: as the LSA team above: every PE reachable by loads and
+            // stores, asked here and agreed by every rank before any kernel
+            // waits in NVSHMEM's barrier (exit 2 otherwise).
+            let unreachable = buffer.unreachable_pes(size);
+            ctx.all_ok(nvshmem::check_reachable(rank, &unreachable).map_err(Into::into))?;
+            Symmetric::Nvshmem { buffer }
+        }
         _ => unreachable!("one backend is set up"),
     };
     ctx.println_ordered(format!(

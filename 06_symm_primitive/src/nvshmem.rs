@@ -296,6 +296,7 @@ type Free = unsafe extern "C" fn(*mut c_void);
 type ModuleCall = unsafe extern "C" fn(cu_sys::CUmodule) -> c_int;
 type Finalize = unsafe extern "C" fn();
 type PeQuery = unsafe extern "C" fn() -> c_int;
+type PeerPointer = unsafe extern "C" fn(*const c_void, c_int) -> *mut c_void;
 
 /// `libnvshmem_host.so.3`, `dlopen`ed. Nothing initialised yet.
 pub struct Library {
@@ -310,6 +311,7 @@ pub struct Library {
     finalize: Finalize,
     my_pe: PeQuery,
     n_pes: PeQuery,
+    peer_pointer: PeerPointer,
     _library: libloading::Library,
 }
 
@@ -347,6 +349,7 @@ impl Library {
                 finalize: get!("nvshmemx_hostlib_finalize"),
                 my_pe: get!("nvshmem_my_pe"),
                 n_pes: get!("nvshmem_n_pes"),
+                peer_pointer: get!("nvshmem_ptr"),
                 _library: library,
             })
         }
@@ -475,6 +478,37 @@ impl SymmetricBuffer<'_> {
     pub fn free(self) {
         drop(self)
     }
+    /// The PEs among `0..pes` whose copy of this buffer this GPU cannot
+    /// reach by loads and stores: `nvshmem_ptr` returns NULL for them.
+    pub fn unreachable_pes(&self, pes: usize) -> Vec<usize> {
+        (0..pes)
+            .filter(|&pe| {
+                // SAFETY: NVSHMEM is initialised; nvshmem_ptr only looks up
+                // the mapping of a symmetric address.
+                unsafe { (self.library.peer_pointer)(self.ptr, pe as c_int) }.is_null()
+            })
+            .collect()
+    }
+}
+
+/// `symm_all_reduce` reaches every PE by loads and stores. Asked on the host
+/// and agreed by every rank (`ctx.all_ok`) before any kernel starts: decided
+/// on the device alone, a rank that reaches every peer would wait in
+/// NVSHMEM's barrier for one that returned `SYMM_ERR_TOPOLOGY`.
+pub fn check_reachable(rank: usize, unreachable: &[usize]) -> Result<(), CannotRun> {
+    if unreachable.is_empty() {
+        return Ok(());
+    }
+    let pes: Vec<String> = unreachable.iter().map(usize::to_string).collect();
+    Err(CannotRun::new(
+        format!(
+            "PE {rank} cannot reach PE {} by loads and stores (nvshmem_ptr returned NULL), \
+             and symm_all_reduce reaches its peers only so",
+            pes.join(", ")
+        ),
+        "run every PE on GPUs of one node that reach each other by NVLink or PCIe P2P \
+         (nvidia-smi topo -m shows the links)",
+    ))
 }
 
 impl Drop for SymmetricBuffer<'_> {
@@ -503,6 +537,17 @@ impl Drop for ModuleInit<'_> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn an_unreachable_pe_is_refused_by_name() {
+        assert!(check_reachable(0, &[]).is_ok());
+        let refused = check_reachable(1, &[0, 3]).unwrap_err();
+        assert!(
+            refused.reason.contains("PE 1 cannot reach PE 0, 3"),
+            "{refused:?}"
+        );
+        assert!(refused.fix.contains("P2P"), "{refused:?}");
+    }
+
     use super::*;
 
     #[test]

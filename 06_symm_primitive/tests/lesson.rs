@@ -176,7 +176,7 @@ fn the_nvshmem_backend_verifies() {
 #[ignore = "needs 1 GPU"]
 fn bad_input_gets_the_documented_code_on_the_device() {
     let (stdout, _) = bench().run_to_success(gpu_ranks(), &["--bad-input"]);
-    assert!(stdout.contains("bad input: 11 of 11 cases"), "{stdout}");
+    assert!(stdout.contains("bad input: 13 of 13 cases"), "{stdout}");
 }
 
 #[test]

@@ -337,6 +337,8 @@ fn bench(ctx: &RankContext, args: &Args) -> Result<()> {
             ctx.broadcast(&mut id)?;
             let session = library.init(ctx.rank(), size, &id)?;
             let heap = session.malloc(window_bytes)?;
+            let unreachable = heap.unreachable_pes(size);
+            ctx.all_ok(nvshmem::check_reachable(ctx.rank(), &unreachable).map_err(Into::into))?;
             let module = Module::load(&cubin)?;
             // SAFETY: the module outlives the guard (dropped below, first).
             let module_init = unsafe { session.init_module(module.raw()) }?;
@@ -976,6 +978,7 @@ fn bad_input(
     let status = DeviceBytes::zeroed(4)?;
     let good = Call {
         backend: Some(BACKEND_NCCL),
+        shape: codes::Shape::OneD,
         buffer_size: bytes as u64,
         buffer_address: symmetric.buffer,
         local_offset: 0,
@@ -1000,8 +1003,9 @@ fn bad_input(
         ctx.barrier()?;
         // SAFETY: the kernel checks every argument before touching memory.
         unsafe {
-            launch::all_reduce(
+            launch::all_reduce_shaped(
                 kernels.all_reduce,
+                call.shape,
                 blocks,
                 THREADS,
                 stream,
