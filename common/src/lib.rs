@@ -47,6 +47,7 @@ pub mod setup;
 mod signals;
 #[cfg(not(feature = "mpi"))]
 mod threads;
+pub mod trust;
 pub mod verify;
 
 pub use cleanup::host_name;

@@ -21,7 +21,7 @@
 
 use std::ffi::{c_void, CStr, OsStr, OsString};
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::fs::MetadataExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 
@@ -151,21 +151,12 @@ fn wheel_libraries(prefix: &Path) -> Vec<PathBuf> {
         .collect()
 }
 
-/// Can another user write `path` or its directory? Then what is loaded from
-/// it is not only ours to decide. A directory that is sticky and owned by
-/// root (`/tmp`) still lets others replace only their own files, so only the
-/// file and the directory that holds it are asked about: both must belong to
-/// this user or to root and be writable by no one else.
+/// Can another user change what `path` leads to: the file, a directory on
+/// the way to it, or the file its links lead to? Then what is loaded from it
+/// is not only ours to decide. The check every loaded library and run tool
+/// shares: [`crate::trust::find_untrusted`].
 pub fn writable_by_others(path: &Path) -> Option<PathBuf> {
-    // SAFETY: geteuid cannot fail.
-    let me = unsafe { libc::geteuid() };
-    let dir = path.parent().unwrap_or(Path::new("/"));
-    [path, dir].into_iter().find_map(|p| {
-        let meta = std::fs::metadata(p).ok()?;
-        let others_write = meta.permissions().mode() & 0o022 != 0;
-        let owner_ok = meta.uid() == me || meta.uid() == 0;
-        (others_write || !owner_ok).then(|| p.to_path_buf())
-    })
+    crate::trust::find_untrusted(path).map(|open| open.path)
 }
 
 /// The file the loader finds for `name`, searched as it searches: a name with
@@ -385,6 +376,7 @@ fn load_through_link(dir: &Path) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::PermissionsExt;
 
     fn touch(path: &Path) {
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
@@ -488,5 +480,16 @@ mod tests {
         .unwrap();
         std::fs::set_permissions(&lib, std::fs::Permissions::from_mode(0o666)).unwrap();
         assert_eq!(writable_by_others(&lib), Some(lib.clone()));
+    }
+
+    #[test]
+    fn a_directory_others_can_write_above_the_parent_is_named() {
+        // The old check asked about the file and its parent only.
+        let root = tempfile::tempdir().unwrap();
+        let lib = root.path().join("site/nvidia/nccl/lib/libnccl.so.2");
+        touch(&lib);
+        let site = root.path().join("site");
+        std::fs::set_permissions(&site, std::fs::Permissions::from_mode(0o777)).unwrap();
+        assert_eq!(writable_by_others(&lib), Some(site));
     }
 }
