@@ -121,9 +121,58 @@ impl Meta {
 /// A Python that has Triton.
 #[derive(Debug, Clone)]
 pub struct Python {
+    /// The interpreter as run: absolute, found on `PATH` when named bare.
+    /// Symbolic links are kept, so that a virtual environment's `python`
+    /// still finds its environment.
     pub path: PathBuf,
     /// `triton.__version__`.
     pub triton: String,
+    /// Where it resolves (`path` with every symbolic link followed) and what
+    /// it says of itself (its version, `sys.prefix`, Triton's location):
+    /// all of it keys the build, so another interpreter behind the same name
+    /// builds anew.
+    pub identity: String,
+}
+
+/// The probe a candidate runs: Triton's version on the first line, then
+/// what identifies the interpreter and its Triton.
+const PROBE: &str = "import sys, triton; print(triton.__version__); print('python', sys.version.split()[0]); print('prefix', sys.prefix); print('triton at', triton.__file__)";
+
+/// The interpreter `program` names, as an absolute path: looked up in
+/// `path_var` (a `PATH`) when it is a bare name, else made absolute against
+/// the working directory. `None` when a bare name is nowhere on the path.
+pub fn resolve_interpreter(program: &Path, path_var: Option<&OsString>) -> Option<PathBuf> {
+    if program.components().count() == 1 && !program.has_root() {
+        let dirs = path_var.map(std::env::split_paths)?;
+        for dir in dirs {
+            let found = dir.join(program);
+            if is_executable(&found) {
+                return std::path::absolute(found).ok();
+            }
+        }
+        return None;
+    }
+    std::path::absolute(program).ok()
+}
+
+fn is_executable(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+/// A command for the interpreter at `path` that cannot import from the
+/// caller's working directory: it runs in `workdir` (a private, empty
+/// directory), and with `PYTHONSAFEPATH=1` (Python 3.11+) `-c` puts no
+/// directory first on `sys.path` at all. Older Pythons put the working
+/// directory there, which is then the empty one. `PYTHONPATH` and the user's
+/// site directory are kept: they may be where the user's Triton is.
+fn python_command(path: &Path, workdir: &Path) -> Command {
+    let mut command = Command::new(path);
+    command
+        .current_dir(workdir)
+        .env("PYTHONSAFEPATH", "1")
+        .env("PYTHONDONTWRITEBYTECODE", "1");
+    command
 }
 
 /// Where to look for a Python with Triton: `TRITON_PYTHON`, the active
@@ -152,19 +201,47 @@ pub fn major_minor(version: &str) -> Option<(u32, u32)> {
 
 /// The first candidate whose Python imports Triton, checked to be new
 /// enough; exit 2 with the fix when there is none.
+///
+/// NOTE: the probe runs in a private empty directory, never in the caller's:
+/// `python -c "import triton"` searches the working directory first, and a
+/// `triton.py` planted there would run and could answer any version.
 pub fn find_python(candidates: &[PathBuf]) -> Result<Python, CannotRun> {
+    let workdir =
+        common::cleanup::OwnedDir::create(&std::env::temp_dir(), "nccl-symmem-rs-python-")
+            .map_err(|e| {
+                CannotRun::new(
+                    format!(
+                        "no private directory in {} to run Python in: {e}",
+                        std::env::temp_dir().display()
+                    ),
+                    "set TMPDIR to a directory you can write",
+                )
+            })?;
+    let path_var = std::env::var_os("PATH");
     let mut tried = Vec::new();
-    for path in candidates {
-        let probe = Command::new(path)
-            .args(["-c", "import triton; print(triton.__version__)"])
+    for candidate in candidates {
+        let Some(path) = resolve_interpreter(candidate, path_var.as_ref()) else {
+            tried.push(format!("{} (not on PATH)", candidate.display()));
+            continue;
+        };
+        let probe = python_command(&path, workdir.path())
+            .args(["-c", PROBE])
             .output();
         match probe {
             Ok(out) if out.status.success() => {
-                let triton = String::from_utf8_lossy(&out.stdout).trim().to_string();
+                let stdout = String::from_utf8_lossy(&out.stdout);
+                let mut lines = stdout.lines();
+                let triton = lines.next().unwrap_or("").trim().to_string();
+                let canonical = path.canonicalize().unwrap_or_else(|_| path.clone());
+                let identity = std::iter::once(format!("resolves to {}", canonical.display()))
+                    .chain(lines.map(str::to_string))
+                    .collect::<Vec<_>>()
+                    .join("\n");
                 return match major_minor(&triton) {
                     Some(v) if v >= MIN_TRITON => Ok(Python {
-                        path: path.clone(),
+                        path,
                         triton,
+                        identity,
                     }),
                     _ => Err(CannotRun::new(
                         format!(
@@ -220,14 +297,17 @@ pub fn nccl_device_bitcode(version: NcclVersion, library: &Path) -> Result<PathB
 }
 
 /// What a Triton build depends on, as text (its hash names the cache
-/// entry): the Python and its Triton, the target, digests of what this
-/// binary carries, and NCCL's device library by path, size and time, as the
-/// other routes name theirs (`cache::file_stamp`).
+/// entry): the Python (where it resolves, its version and prefix) and its
+/// Triton (version and location), the target, digests of what this binary
+/// carries, and NCCL's device library by path, size and time, as the other
+/// routes name theirs (`cache::file_stamp`). Triton's own variables are not
+/// in it: the build removes them ([`child_environment`]).
 fn key_text(python: &Python, arch: u32, dtype: Dtype, nccl_bc: &Path) -> String {
     let digest = cache::sha256_hex;
     format!(
-        "route triton\npython {}\ntriton {}\narch {arch}\ndtype {}\nkernel {}\nlibrary.py {}\nlibrary.bc {}\nlibnccl_device.bc {}\n",
+        "route triton\npython {}\n{}\ntriton {}\narch {arch}\ndtype {}\nkernel {}\nlibrary.py {}\nlibrary.bc {}\nlibnccl_device.bc {}\n",
         python.path.display(),
+        python.identity,
         python.triton,
         dtype.name(),
         digest(KERNEL_SCRIPT.as_bytes()),
@@ -245,8 +325,36 @@ fn dtype_arg(dtype: Dtype) -> &'static str {
     }
 }
 
+/// Where Triton keeps its own cache during a build: inside the private
+/// build directory, removed with the scripts once the build succeeded.
+const TRITON_CACHE: &str = "triton-cache";
+
+/// The build child's environment: `inherited` without any `TRITON_*`
+/// variable, then the ones set on purpose, `TRITON_CACHE_DIR` (inside the
+/// private build directory `dir`) and `PYTHONDONTWRITEBYTECODE=1`.
+///
+/// NOTE: Triton reads many variables that change what it compiles or where
+/// it takes it from (`TRITON_CACHE_DIR`, often one directory shared on a
+/// cluster, `TRITON_KERNEL_OVERRIDE` with `TRITON_OVERRIDE_DIR`,
+/// `TRITON_PTXAS_PATH`, `TRITON_LIBDEVICE_PATH`, ...), and the build's key
+/// names none of them: a build under one of them would be cached for every
+/// later run. So none reaches it.
+pub fn child_environment(
+    inherited: impl IntoIterator<Item = (OsString, OsString)>,
+    dir: &Path,
+) -> Vec<(OsString, OsString)> {
+    let mut env: Vec<(OsString, OsString)> = inherited
+        .into_iter()
+        .filter(|(name, _)| !name.as_encoded_bytes().starts_with(b"TRITON_"))
+        .collect();
+    env.push(("TRITON_CACHE_DIR".into(), dir.join(TRITON_CACHE).into()));
+    env.push(("PYTHONDONTWRITEBYTECODE".into(), "1".into()));
+    env
+}
+
 /// Compiles the Triton kernel for `sm_<arch>` and `dtype` into `dir`: writes
-/// the scripts and the bitcode there and runs `tp_tail.py`.
+/// the scripts and the bitcode there and runs `tp_tail.py`, in `dir` and
+/// with the environment of [`child_environment`].
 fn compile_into(
     python: &Python,
     arch: u32,
@@ -260,6 +368,10 @@ fn compile_into(
     std::fs::write(src.join("symm.py"), LIBRARY_SCRIPT).context("write symm.py")?;
     std::fs::write(src.join("symm_comm_nccl.bc"), LIBRARY_BITCODE)
         .context("write symm_comm_nccl.bc")?;
+    // NOTE: no PYTHONSAFEPATH here: tp_tail.py imports symm.py from its own
+    // directory, which Python puts first on sys.path. That directory is
+    // `src`, private and holding only these three files; the working
+    // directory (`dir`, private too) is not searched for a script.
     let out = Command::new(&python.path)
         .arg(src.join("tp_tail.py"))
         .arg("--arch")
@@ -269,7 +381,9 @@ fn compile_into(
         .arg(nccl_bc)
         .arg("--out")
         .arg(dir)
-        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .current_dir(dir)
+        .env_clear()
+        .envs(child_environment(std::env::vars_os(), dir))
         .output()
         .with_context(|| format!("run {}", python.path.display()))?;
     if !out.status.success() {
@@ -284,6 +398,10 @@ fn compile_into(
         );
     }
     std::fs::remove_dir_all(&src).context("remove the script directory")?;
+    let triton_cache = dir.join(TRITON_CACHE);
+    if triton_cache.exists() {
+        std::fs::remove_dir_all(&triton_cache).context("remove Triton's cache")?;
+    }
     Ok(())
 }
 
@@ -533,6 +651,89 @@ mod tests {
         let err = find_python(&[fake]).unwrap_err();
         assert!(err.reason.contains("Triton 3.5.1"), "{}", err.reason);
         assert!(err.reason.contains("3.6 or newer"), "{}", err.reason);
+    }
+
+    /// A stand-in Python at `path`: answers the probe with `version`, and
+    /// as the build, writes its environment and working directory beside
+    /// itself and fails.
+    fn fake_python(path: &Path, version: &str) {
+        use std::os::unix::fs::PermissionsExt;
+        let here = path.parent().unwrap().display().to_string();
+        std::fs::write(
+            path,
+            format!(
+                "#!/bin/sh\ncase \"$1\" in\n-c) echo {version};;\n*) env > '{here}/build-env.txt'; pwd > '{here}/build-cwd.txt'; exit 1;;\nesac\n"
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+
+    #[test]
+    fn a_bare_interpreter_name_is_looked_up_on_path() {
+        let dir = tempfile::tempdir().unwrap();
+        fake_python(&dir.path().join("python3"), "3.6.0");
+        let path = std::env::join_paths([Path::new("/no/such/dir"), dir.path()]).unwrap();
+        assert_eq!(
+            resolve_interpreter(Path::new("python3"), Some(&path)),
+            Some(dir.path().join("python3"))
+        );
+        assert_eq!(resolve_interpreter(Path::new("python9"), Some(&path)), None);
+        let relative = resolve_interpreter(Path::new("venv/bin/python"), Some(&path)).unwrap();
+        assert!(relative.is_absolute() && relative.ends_with("venv/bin/python"));
+    }
+
+    /// The same name, another interpreter behind it (a virtual environment
+    /// re-pointed, another Python on PATH): another build.
+    #[test]
+    fn the_key_changes_when_the_interpreter_resolves_elsewhere() {
+        let dir = tempfile::tempdir().unwrap();
+        let (first, second) = (dir.path().join("first"), dir.path().join("second"));
+        std::fs::create_dir(&first).unwrap();
+        std::fs::create_dir(&second).unwrap();
+        fake_python(&first.join("python3.11"), "3.6.0");
+        fake_python(&second.join("python3.11"), "3.6.0");
+        let nccl_bc = dir.path().join("libnccl_device.bc");
+        std::fs::write(&nccl_bc, b"BC").unwrap();
+        let link = dir.path().join("python");
+        std::os::unix::fs::symlink(first.join("python3.11"), &link).unwrap();
+        let before = find_python(std::slice::from_ref(&link)).unwrap();
+        std::fs::remove_file(&link).unwrap();
+        std::os::unix::fs::symlink(second.join("python3.11"), &link).unwrap();
+        let after = find_python(std::slice::from_ref(&link)).unwrap();
+        assert_eq!(before.path, after.path, "the same name");
+        assert_ne!(
+            key_text(&before, 90, Dtype::F32, &nccl_bc),
+            key_text(&after, 90, Dtype::F32, &nccl_bc),
+            "another interpreter, the same key"
+        );
+    }
+
+    #[test]
+    fn the_build_child_gets_no_inherited_triton_variable() {
+        let inherited = [
+            ("PATH", "/usr/bin"),
+            ("TRITON_CACHE_DIR", "/shared/triton"),
+            ("TRITON_KERNEL_OVERRIDE", "1"),
+            ("TRITON_OVERRIDE_DIR", "/tmp/evil"),
+            ("TRITON_PTXAS_PATH", "/tmp/evil/ptxas"),
+            ("PYTHONPATH", "/home/u/site"),
+        ]
+        .map(|(k, v)| (OsString::from(k), OsString::from(v)));
+        let env = child_environment(inherited, Path::new("/build/dir"));
+        let triton: Vec<_> = env
+            .iter()
+            .filter(|(k, _)| k.as_encoded_bytes().starts_with(b"TRITON_"))
+            .collect();
+        assert_eq!(
+            triton,
+            [&(
+                OsString::from("TRITON_CACHE_DIR"),
+                OsString::from("/build/dir/triton-cache")
+            )]
+        );
+        assert!(env.contains(&("PYTHONPATH".into(), "/home/u/site".into())));
+        assert!(env.contains(&("PATH".into(), "/usr/bin".into())));
     }
 
     #[test]

@@ -6,10 +6,11 @@
 //!
 //! Needs a Python with Triton 3.6+ (`TRITON_PYTHON`) and NCCL 2.32.3's
 //! device bitcode (`DEVICE_BUILD_WHEELS`, staged by `.ci/jit-wheels DIR`).
-//! Skips with a message when either is missing, unless
+//! Skips with a `skipped:` line when either is missing, unless
 //! `TRITON_BUILD_REQUIRED=1` (CI), when it fails.
 //!
-//! Also here: `triton/build-bitcode` without a clang 20+ exits 2 with the fix.
+//! Also here: `triton/build-bitcode` without a clang 20+ exits 2 with the fix,
+//! and does not take packages from the directory it was started in.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -19,7 +20,6 @@ use symm_primitive::triton::{self, Python};
 use symm_primitive::Dtype;
 
 fn pieces() -> Option<(Python, PathBuf)> {
-    let required = std::env::var_os("TRITON_BUILD_REQUIRED").is_some_and(|v| v == "1");
     let nccl_bc = std::env::var_os("DEVICE_BUILD_WHEELS")
         .map(|d| PathBuf::from(d).join("nvidia/nccl/lib/libnccl_device.bc"))
         .filter(|p| p.is_file());
@@ -33,21 +33,17 @@ fn pieces() -> Option<(Python, PathBuf)> {
     match (python, nccl_bc) {
         (Some(python), Some(nccl_bc)) => Some((python, nccl_bc)),
         (python, nccl_bc) => {
-            let why = format!(
-                "{}{}",
-                if python.is_none() {
-                    "no TRITON_PYTHON with Triton 3.6+; "
-                } else {
-                    ""
-                },
-                if nccl_bc.is_none() {
-                    "no libnccl_device.bc under DEVICE_BUILD_WHEELS (stage it with .ci/jit-wheels DIR)"
-                } else {
-                    ""
-                }
-            );
-            assert!(!required, "TRITON_BUILD_REQUIRED=1, but {why}");
-            eprintln!("skipped: {why}");
+            let missing: Vec<&str> = [
+                (python.is_none(), "a TRITON_PYTHON with Triton 3.6+"),
+                (
+                    nccl_bc.is_none(),
+                    "libnccl_device.bc under DEVICE_BUILD_WHEELS (stage it with .ci/jit-wheels DIR)",
+                ),
+            ]
+            .into_iter()
+            .filter_map(|(absent, what)| absent.then_some(what))
+            .collect();
+            testkit::skip(&missing.join(" and "), Some("TRITON_BUILD_REQUIRED"));
             None
         }
     }
@@ -112,4 +108,36 @@ fn build_bitcode_without_clang_20_exits_2_with_the_fix() {
     assert_eq!(out.status.code(), Some(2), "{}", testkit::describe(&out));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("no clang 20 or newer found"), "{stderr}");
+}
+
+/// `triton/build-bitcode` finds NCCL's headers and Triton's through Python,
+/// never in the directory it was started in: a planted `nvidia` package
+/// there must not pick the headers clang compiles the library with.
+#[test]
+fn build_bitcode_does_not_look_for_packages_in_the_working_directory() {
+    use std::os::unix::fs::PermissionsExt;
+    let script = testkit::crate_dir(env!("CARGO_MANIFEST_DIR")).join("triton/build-bitcode");
+    let tmp = tempfile::tempdir().unwrap();
+    // A clang 22 as far as the script's version check can tell.
+    let clang = tmp.path().join("clang");
+    std::fs::write(&clang, "#!/bin/sh\necho 'clang version 22.1.8'\n").unwrap();
+    std::fs::set_permissions(&clang, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let planted = tmp.path().join("cwd");
+    std::fs::create_dir_all(planted.join("nvidia/nccl/include")).unwrap();
+    std::fs::write(planted.join("nvidia/__init__.py"), "").unwrap();
+    let out = Command::new(&script)
+        .current_dir(&planted)
+        .env("CLANG", &clang)
+        .env("PYTHON", "python3")
+        .env_remove("NCCL_INCLUDE")
+        .env_remove("CCCL_INCLUDE")
+        .env_remove("CUDA_HEADERS")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !stderr.contains(&planted.display().to_string()),
+        "the planted nvidia/ package was used: {}",
+        testkit::describe(&out)
+    );
 }
