@@ -8,6 +8,11 @@ use std::process::ExitCode;
 use cudarc::driver::{result, CudaContext};
 
 fn main() -> ExitCode {
+    // Without a driver library cudarc would panic at its first call.
+    if let Err(e) = common::preflight::probe_driver() {
+        eprintln!("gpu-ready: {}", e.reason);
+        return ExitCode::FAILURE;
+    }
     let probe = || -> Result<usize, cudarc::driver::DriverError> {
         result::init()?;
         let gpus = result::device::get_count()? as usize;
