@@ -121,6 +121,28 @@ fn benchmark_refuses_min_above_max() {
     assert!(!stderr.contains("panicked"), "{stderr}");
 }
 
+/// `--json` and `--svg` are checked before any rank starts (and before the
+/// GPU is looked for): a directory that does not exist is named at once,
+/// not after the whole sweep.
+#[test]
+fn benchmark_refuses_an_output_path_it_cannot_write_before_the_sweep() {
+    let bench = lesson().sibling(
+        "02_allreduce_bench",
+        env!("CARGO_BIN_EXE_02_allreduce_bench"),
+    );
+    let started = std::time::Instant::now();
+    let out = bench.run(
+        1,
+        &["--json", "/nonexistent/dir/x.json"],
+        std::time::Duration::from_secs(60),
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("--json /nonexistent/dir/x.json"), "{stderr}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(10), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
 #[test]
 fn benchmark_refuses_a_stress_run_of_no_operation() {
     let bench = lesson().sibling(

@@ -125,6 +125,66 @@ impl SweepArgs {
             elem_bytes,
         ))
     }
+
+    /// What a benchmark checks before any rank starts: the sweep
+    /// ([`SweepArgs::sizes`]) and that `--json` and `--svg` can be written
+    /// ([`check_writable`]), so that a mistyped directory is refused (exit
+    /// code 2) at once, not after a sweep of minutes whose results would be
+    /// lost.
+    pub fn check(&self, elem_bytes: usize) -> Result<(), CannotRun> {
+        self.sizes(elem_bytes)?;
+        // Rank 0 writes them (Report::publish); under mpirun another rank,
+        // perhaps on another node, has no business refusing for its paths.
+        if common::launch_mode() == "mpi" && !launcher_says_rank_0() {
+            return Ok(());
+        }
+        for (option, path) in [("--json", &self.json), ("--svg", &self.svg)] {
+            if let Some(path) = path {
+                check_writable(option, path)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Does the MPI launcher's environment name this process rank 0 (or name no
+/// rank at all)? Open MPI, MPICH and Slurm each set one of these.
+fn launcher_says_rank_0() -> bool {
+    [
+        "OMPI_COMM_WORLD_RANK",
+        "PMI_RANK",
+        "PMIX_RANK",
+        "SLURM_PROCID",
+    ]
+    .iter()
+    .find_map(|name| std::env::var(name).ok())
+    .is_none_or(|rank| rank.trim() == "0")
+}
+
+/// Can a report be written at `path` (given as `option`)? It is opened for
+/// appending, created if missing, and removed again if this created it: an
+/// existing file is left as it was, and nothing is left behind.
+pub fn check_writable(option: &str, path: &std::path::Path) -> Result<(), CannotRun> {
+    let refuse = |why: String| {
+        CannotRun::new(
+            format!("{option} {}: {why}", path.display()),
+            "name a file in a directory that exists and that you can write to",
+        )
+    };
+    if path.is_dir() {
+        return Err(refuse("is a directory".into()));
+    }
+    let existed = path.exists();
+    std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(path)
+        .map_err(|err| refuse(format!("cannot be written ({err})")))?;
+    if !existed {
+        std::fs::remove_file(path)
+            .map_err(|err| refuse(format!("cannot be removed after the check ({err})")))?;
+    }
+    Ok(())
 }
 
 /// See [`SweepArgs::sizes`].
@@ -459,6 +519,42 @@ mod tests {
             .contains("--min-bytes 1048576 is larger than --max-bytes 1024"));
         cli.sweep.max_bytes = 1 << 20;
         assert_eq!(cli.sweep.sizes(4).unwrap(), vec![1 << 20]);
+    }
+
+    #[test]
+    fn output_paths_are_checked_before_the_sweep() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("no-such-dir/x.json");
+        let cli = Cli::try_parse_from(["bench", "--json", missing.to_str().unwrap()]).unwrap();
+        let err = cli.sweep.check(4).unwrap_err();
+        assert!(err.reason.starts_with("--json "), "{}", err.reason);
+        assert!(
+            err.reason.contains(missing.to_str().unwrap()),
+            "{}",
+            err.reason
+        );
+
+        let svg_dir = dir.path().to_str().unwrap();
+        let cli = Cli::try_parse_from(["bench", "--svg", svg_dir]).unwrap();
+        let err = cli.sweep.check(4).unwrap_err();
+        assert!(err.reason.contains("is a directory"), "{}", err.reason);
+
+        // A writable path passes and is left as it was: absent stays absent,
+        // an existing file keeps its contents.
+        let fresh = dir.path().join("fresh.json");
+        let old = dir.path().join("old.svg");
+        std::fs::write(&old, "kept").unwrap();
+        let cli = Cli::try_parse_from([
+            "bench",
+            "--json",
+            fresh.to_str().unwrap(),
+            "--svg",
+            old.to_str().unwrap(),
+        ])
+        .unwrap();
+        cli.sweep.check(4).unwrap();
+        assert!(!fresh.exists());
+        assert_eq!(std::fs::read_to_string(&old).unwrap(), "kept");
     }
 
     #[test]

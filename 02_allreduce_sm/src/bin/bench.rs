@@ -54,7 +54,7 @@ const BENCH: Lesson = Lesson {
 };
 
 fn main() -> ExitCode {
-    common::run_checked(&BENCH, |args: &Args| args.sweep.sizes(4).map(drop), bench)
+    common::run_checked(&BENCH, |args: &Args| args.sweep.check(4), bench)
 }
 
 fn bench(ctx: &RankContext, args: &Args) -> Result<()> {

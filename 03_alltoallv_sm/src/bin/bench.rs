@@ -66,7 +66,7 @@ const BENCH: Lesson = Lesson {
 };
 
 fn main() -> ExitCode {
-    common::run_checked(&BENCH, |args: &Args| args.sweep.sizes(8).map(drop), bench)
+    common::run_checked(&BENCH, |args: &Args| args.sweep.check(8), bench)
 }
 
 /// The counts one rank sends for `base`: the lesson's, or unrounded.

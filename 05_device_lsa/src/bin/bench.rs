@@ -221,6 +221,7 @@ impl Args {
             self.sym_ctas,
             std::env::var("NCCL_SYM_CTAS").ok().as_deref(),
         )?;
+        self.sweep.check(4)?;
         let sizes = self.sweep.sizes(4)?;
         if !self.send_offset.is_multiple_of(4) || !self.recv_offset.is_multiple_of(4) {
             return Err(CannotRun::new(

@@ -161,7 +161,7 @@ struct Args {
 
 impl Args {
     fn check(&self) -> Result<(), CannotRun> {
-        self.sweep.sizes(self.dtype.size())?;
+        self.sweep.check(self.dtype.size())?;
         symm_primitive::check_backend(self.backend, common::launch_mode())?;
         if self.backend == Backend::Nvshmem {
             if let Some(c) = self.contenders.iter().find(|c| c.needs_nccl()) {
