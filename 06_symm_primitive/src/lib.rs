@@ -20,6 +20,7 @@ pub mod reference;
 pub mod triton;
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU8, Ordering};
 
 use anyhow::Result;
 use common::nccl::loaded_nccl;
@@ -177,9 +178,53 @@ pub fn build_chosen(
     )
 }
 
-/// The preflight's tool check (`Lesson::tool`): nvcc or NVRTC is found.
+/// Which kernels the preflight's tool check ([`build_tool_found`]) looks
+/// for tools for: bit [`CUDA_KERNELS`] (nvcc or NVRTC), bit
+/// [`TRITON_KERNEL`] (Python with Triton). The option checks set it
+/// ([`check_kernel`], [`build_tools_for`]); `common::run_checked` runs them
+/// before the preflight, whose tool check takes no options.
+static TOOLS_FOR: AtomicU8 = AtomicU8::new(CUDA_KERNELS);
+/// The CUDA kernels: built by nvcc or by NVRTC and nvJitLink.
+pub const CUDA_KERNELS: u8 = 1;
+/// The Triton kernel: compiled by Triton's compiler, nothing from CUDA's
+/// toolkit (NCCL's device library comes as bitcode).
+pub const TRITON_KERNEL: u8 = 2;
+
+/// Says which kernels this run builds (bits [`CUDA_KERNELS`] and
+/// [`TRITON_KERNEL`]), for [`build_tool_found`]. Call it from the option
+/// check, before the preflight.
+pub fn build_tools_for(kernels: u8) {
+    TOOLS_FOR.store(kernels, Ordering::Relaxed);
+}
+
+/// The preflight's tool check (`Lesson::tool`), for the kernels the options
+/// chose ([`build_tools_for`]): nvcc or NVRTC for the CUDA kernels, a
+/// Python with Triton 3.6+ for the Triton kernel.
 pub fn build_tool_found() -> Result<(), CannotRun> {
-    route::some_route_found(&Env::from_process())
+    let kernels = TOOLS_FOR.load(Ordering::Relaxed);
+    let mut problems = Vec::new();
+    if kernels & CUDA_KERNELS != 0 {
+        problems.extend(route::some_route_found(&Env::from_process()).err());
+    }
+    if kernels & TRITON_KERNEL != 0 {
+        problems.extend(triton::find_python_for_this_process().err());
+    }
+    match problems.len() {
+        0 => Ok(()),
+        1 => Err(problems.remove(0)),
+        _ => Err(CannotRun::new(
+            problems
+                .iter()
+                .map(|p| p.reason.as_str())
+                .collect::<Vec<_>>()
+                .join("\n  and "),
+            problems
+                .iter()
+                .map(|p| p.fix.as_str())
+                .collect::<Vec<_>>()
+                .join("\n"),
+        )),
+    }
 }
 
 /// The NCCL backend's built module, from either route.
@@ -246,7 +291,10 @@ pub fn check_backend(backend: Backend, launch_mode: &str) -> Result<(), CannotRu
 }
 
 /// `--kernel triton` runs on the NCCL backend only: its library is built
-/// against NCCL's device bitcode, not NVSHMEM's.
+/// against NCCL's device bitcode, not NVSHMEM's. It needs a Python with
+/// Triton, and `TRITON_PYTHON`, when set, must name one; it needs no nvcc
+/// or NVRTC, so the preflight then looks for Python and Triton instead
+/// ([`build_tools_for`]).
 pub fn check_kernel(kernel: Kernel, backend: Backend) -> Result<(), CannotRun> {
     if kernel == Kernel::Triton && backend != Backend::Nccl {
         return Err(CannotRun::new(
@@ -254,6 +302,16 @@ pub fn check_kernel(kernel: Kernel, backend: Backend) -> Result<(), CannotRun> {
             "leave out --backend nvshmem, or run the CUDA kernel (--kernel cuda) on NVSHMEM",
         ));
     }
+    if kernel == Kernel::Triton {
+        triton::check_named_python(
+            std::env::var_os("TRITON_PYTHON").as_ref(),
+            std::env::var_os("PATH").as_ref(),
+        )?;
+    }
+    build_tools_for(match kernel {
+        Kernel::Cuda => CUDA_KERNELS,
+        Kernel::Triton => TRITON_KERNEL,
+    });
     Ok(())
 }
 

@@ -267,6 +267,55 @@ pub fn find_python(candidates: &[PathBuf]) -> Result<Python, CannotRun> {
     ))
 }
 
+/// `TRITON_PYTHON`, when set, must name a program: its path, or a name on
+/// `path_var` (a `PATH`). Checked with the options, before anything else,
+/// so that a mistyped path is reported as such on any machine.
+pub fn check_named_python(
+    triton_python: Option<&OsString>,
+    path_var: Option<&OsString>,
+) -> Result<(), CannotRun> {
+    let Some(named) = triton_python else {
+        return Ok(());
+    };
+    let found = resolve_interpreter(Path::new(named), path_var).filter(|p| is_executable(p));
+    match found {
+        Some(_) => Ok(()),
+        None => Err(CannotRun::new(
+            format!(
+                "TRITON_PYTHON={} names no program{}: --kernel triton runs the Python it names to compile the kernel",
+                Path::new(named).display(),
+                if Path::new(named).components().count() == 1 {
+                    " on PATH"
+                } else {
+                    " that can be run"
+                }
+            ),
+            "set TRITON_PYTHON to a Python that has Triton 3.6+ (e.g. TRITON_PYTHON=~/venv/bin/python), or unset it to use the active virtual environment's python, then python3",
+        )),
+    }
+}
+
+/// [`find_python`] over this process's candidates ([`python_candidates`]
+/// of `TRITON_PYTHON` and `VIRTUAL_ENV`), saying so when the Python was
+/// named by `TRITON_PYTHON`.
+pub fn find_python_for_this_process() -> Result<Python, CannotRun> {
+    let named = std::env::var_os("TRITON_PYTHON");
+    find_python(&python_candidates(
+        named.as_ref(),
+        std::env::var_os("VIRTUAL_ENV").as_ref(),
+    ))
+    .map_err(|mut e| {
+        if let Some(named) = named {
+            e.reason = format!(
+                "{} (TRITON_PYTHON={})",
+                e.reason,
+                Path::new(&named).display()
+            );
+        }
+        e
+    })
+}
+
 /// The loaded NCCL must be the bitcode's release, and ship its device
 /// bitcode (`libnccl_device.bc`, beside `libnccl.so.2` from 2.30 on).
 /// Returns that file.
@@ -477,10 +526,7 @@ pub fn build_for_this_process(
     check_gpu(major, minor)?;
     let nccl = common::nccl::loaded_nccl()?;
     let nccl_bitcode = nccl_device_bitcode(nccl.version, &nccl.path)?;
-    let python = find_python(&python_candidates(
-        std::env::var_os("TRITON_PYTHON").as_ref(),
-        std::env::var_os("VIRTUAL_ENV").as_ref(),
-    ))?;
+    let python = find_python_for_this_process()?;
     let arch = (major * 10 + minor) as u32;
     let built = build_or_reuse(&python, arch, dtype, &nccl_bitcode, cache_root)?;
     Ok(ForThisProcess {
