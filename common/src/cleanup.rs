@@ -53,6 +53,25 @@ pub(crate) fn remove_registered() {
     }
 }
 
+/// Keeps `path` for the rest of the process's life and removes it when the
+/// process ends: a normal exit through a C exit handler, a forced exit
+/// through [`remove_registered`], a `SIGKILL` through the next run's
+/// [`remove_stale`]. For a directory that nothing owns, such as the one a
+/// restarted program inherits (see `nccl_path.rs`).
+pub(crate) fn remove_at_exit(path: &Path) {
+    extern "C" fn remove_registered_at_exit() {
+        remove_registered();
+    }
+    let id = NEXT.fetch_add(1, Ordering::Relaxed);
+    lock_registered().push((id, path.to_path_buf()));
+    static HANDLER: std::sync::Once = std::sync::Once::new();
+    // SAFETY: atexit only records the function pointer; the handler does not
+    // unwind (remove_registered ignores every error).
+    HANDLER.call_once(|| unsafe {
+        libc::atexit(remove_registered_at_exit);
+    });
+}
+
 /// A fresh directory `<base>/<prefix><host>-<pid>-XXXXXX` that only this user
 /// can enter (mode 0700 from the moment it exists). Removed when dropped, or
 /// by the launcher before a forced exit; after a `SIGKILL`, by the next run's

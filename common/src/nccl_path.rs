@@ -12,9 +12,14 @@
 //! re-executes the program once, before anything else has started, with a
 //! private directory (mode 0700, this user's) first on `LD_LIBRARY_PATH`
 //! that holds one link, `libnccl.so` -> that file. The re-executed program
-//! loads NCCL through the link first thing, keeps it loaded, and removes the
-//! directory. Under `mpirun` every process does the
-//! same for itself; `exec` keeps its pid, which is all the MPI launcher knows.
+//! checks that the directory is the one it made, takes it off the
+//! environment its children inherit, loads NCCL through the link first
+//! thing and keeps it loaded. The directory lives as long as the program:
+//! the loader searches it for every library loaded by name later (NCCL's
+//! `libnccl-net.so`, `libcuda.so`), so a name left there once removed would
+//! be anyone's to fill. It is removed at exit. Under `mpirun` every process
+//! does the same for itself; `exec` keeps its pid, which is all the MPI
+//! launcher knows.
 //!
 //! Nothing is loaded from a directory that another user can write: a
 //! library found there is refused with exit code 2.
@@ -159,6 +164,45 @@ pub fn writable_by_others(path: &Path) -> Option<PathBuf> {
     crate::trust::find_untrusted(path).map(|open| open.path)
 }
 
+/// `NCCL_HOME`, if set, names an NCCL installation: a directory whose
+/// `lib/` holds `libnccl.so.2`. Err names which of the three usual mistakes
+/// it is (no such path, a file, a directory without the library), with the
+/// fix; where the library sits one level up or down (the `lib/` directory
+/// itself, or the library file), the fix names the directory meant.
+pub fn check_nccl_home(env: &Env) -> Result<(), CannotRun> {
+    let Some(home) = &env.nccl_home else {
+        return Ok(());
+    };
+    let home = Path::new(home);
+    const WHAT: &str = "an NCCL installation, the directory whose lib/ holds libnccl.so.2";
+    const OR_UNSET: &str = "or unset NCCL_HOME to use the NCCL that pip or the loader provides";
+    let installation_above = |lib: &Path| {
+        lib.file_name()
+            .is_some_and(|n| n == "lib")
+            .then(|| lib.parent())
+            .flatten()
+            .filter(|above| above.join("lib/libnccl.so.2").is_file())
+            .map(Path::to_path_buf)
+    };
+    let (reason, meant) = match std::fs::metadata(home) {
+        Err(_) => (format!("NCCL_HOME={} does not exist", home.display()), None),
+        Ok(meta) if !meta.is_dir() => (
+            format!("NCCL_HOME={} is a file, not a directory", home.display()),
+            home.parent().and_then(installation_above),
+        ),
+        Ok(_) if !home.join("lib/libnccl.so.2").is_file() => (
+            format!("NCCL_HOME={} has no lib/libnccl.so.2", home.display()),
+            installation_above(home),
+        ),
+        Ok(_) => return Ok(()),
+    };
+    let fix = match meant {
+        Some(meant) => format!("set NCCL_HOME={} ({WHAT})", meant.display()),
+        None => format!("point NCCL_HOME at {WHAT}, {OR_UNSET}"),
+    };
+    Err(CannotRun::new(reason, fix))
+}
+
 /// The file the loader finds for `name`, searched as it searches: a name with
 /// a slash is a path; otherwise `LD_LIBRARY_PATH`, the directories listed in
 /// `/etc/ld.so.conf.d/*.conf`, then the default ones. `None` if no such file
@@ -218,14 +262,32 @@ pub fn library_path(address: usize) -> Option<PathBuf> {
 /// `libnccl.so` link first on `LD_LIBRARY_PATH`. Returns only when it
 /// did not re-execute: nothing to do, already re-executed, nothing found (the
 /// preflight then says what to install), or the exec failed (a warning; the
-/// preflight reports what it finds). A library that other users can write is
-/// refused.
+/// preflight reports what it finds). Refused with exit code 2: a library
+/// that other users can write, an `NCCL_HOME` that names no NCCL
+/// ([`check_nccl_home`]), an inherited link directory that is not this
+/// process's own ([`check_link_dir`]).
 pub fn reexec_with_pip_nccl() -> Result<(), CannotRun> {
     if let Some(dir) = std::env::var_os(LINK_DIR_VARIABLE) {
-        load_through_link(Path::new(&dir));
+        let dir = PathBuf::from(dir);
+        forget_link_dir(&dir);
+        check_link_dir(&dir).map_err(|why| {
+            CannotRun::new(
+                format!(
+                    "{LINK_DIR_VARIABLE}={} is not this program's private link directory: {why}",
+                    dir.display()
+                ),
+                format!(
+                    "unset {LINK_DIR_VARIABLE} and take that directory off LD_LIBRARY_PATH (the launcher sets both only for itself); \
+                     if you set neither, point TMPDIR at a directory only you can write"
+                ),
+            )
+        })?;
+        load_through_link(&dir);
+        crate::cleanup::remove_at_exit(&dir);
         return Ok(());
     }
     let env = Env::from_process();
+    check_nccl_home(&env)?;
     let mut found = candidates(&env);
     let from_home = found.first().filter(|c| c.through.starts_with("NCCL_HOME"));
     // SAFETY: only dlopen()s and closes cudarc's candidate names.
@@ -337,10 +399,11 @@ fn loaded_as_cudarc_loads() -> Option<PathBuf> {
 
 /// In the re-executed program: loads NCCL through the link, as cudarc will
 /// ask for it (`libnccl.so`), and keeps it loaded, so that later look-ups of
-/// that name find the loaded library without searching; then removes the
-/// private directory, if it is this user's and named as this module names
-/// them. If NCCL does not load, the directory stays for the preflight to
-/// name what is wrong, and the next run's `remove_stale` removes it.
+/// that name find the loaded library without searching. The directory stays
+/// (see [`check_link_dir`] and `cleanup::remove_at_exit`): the loader keeps
+/// searching it for every library loaded by name, so it must not leave a
+/// name behind that someone else could fill. If NCCL does not load, the
+/// preflight names what is wrong.
 fn load_through_link(dir: &Path) {
     static KEEP: std::sync::OnceLock<[libloading::Library; 2]> = std::sync::OnceLock::new();
     let Ok(target) = std::fs::read_link(dir.join("libnccl.so")) else {
@@ -355,22 +418,100 @@ fn load_through_link(dir: &Path) {
         libloading::Library::new(&target)
             .and_then(|by_path| Ok([by_path, libloading::Library::new("libnccl.so")?]))
     };
-    match loaded {
-        Ok(libraries) => {
-            let _ = KEEP.set(libraries);
-        }
-        Err(_) => return,
+    if let Ok(libraries) = loaded {
+        let _ = KEEP.set(libraries);
     }
-    let named_so = dir
-        .file_name()
-        .and_then(|n| n.to_str())
-        .is_some_and(|n| n.starts_with(LINK_DIR_PREFIX));
+}
+
+/// In the re-executed program, first thing: takes the link directory and
+/// [`LINK_DIR_VARIABLE`] out of this process's environment, so that the
+/// programs it starts (nvcc, Python, their own children) neither search a
+/// directory that is gone once this process ends nor take it for theirs.
+/// The loader keeps the search path it read at start, so NCCL still loads
+/// through the link.
+///
+/// Runs before any thread starts (`reexec_with_pip_nccl` is the launcher's
+/// first step): changing the environment while another thread may read it
+/// is undefined behaviour in C.
+fn forget_link_dir(dir: &Path) {
+    std::env::remove_var(LINK_DIR_VARIABLE);
+    if let Some(paths) = std::env::var_os("LD_LIBRARY_PATH") {
+        match without_entry(&paths, dir) {
+            Some(rest) => std::env::set_var("LD_LIBRARY_PATH", rest),
+            None => std::env::remove_var("LD_LIBRARY_PATH"),
+        }
+    }
+}
+
+/// The search path `paths` without `dir`; `None` if nothing is left. Other
+/// entries stay as they are, empty ones (the current directory) included.
+fn without_entry(paths: &OsStr, dir: &Path) -> Option<OsString> {
+    let rest: Vec<PathBuf> = std::env::split_paths(paths)
+        .filter(|entry| entry != dir)
+        .collect();
+    if rest.is_empty() {
+        return None;
+    }
+    std::env::join_paths(rest).ok()
+}
+
+/// Is `dir`, inherited in [`LINK_DIR_VARIABLE`], the directory this process
+/// made for itself before it restarted? The restart keeps the pid, so the
+/// name must carry this host and pid (`cleanup::owner_prefix`); it must be a
+/// directory (not a link) of this user's with mode 0700, in a directory
+/// where no other user can rename it, and its `libnccl.so` a link to a file
+/// no other user can write. Anything else (a variable left from another
+/// process, set by hand, a directory someone else made) is not loaded from,
+/// and not removed. Err says why.
+fn check_link_dir(dir: &Path) -> Result<(), String> {
+    let mine_by_name = crate::cleanup::owner_prefix(LINK_DIR_PREFIX);
+    let named = dir.is_absolute()
+        && dir
+            .file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.starts_with(&mine_by_name));
+    if !named {
+        return Err(format!(
+            "its name does not start with {mine_by_name} (this host and process)"
+        ));
+    }
     // SAFETY: geteuid cannot fail.
     let me = unsafe { libc::geteuid() };
-    let mine = std::fs::symlink_metadata(dir).is_ok_and(|m| m.is_dir() && m.uid() == me);
-    if named_so && mine {
-        let _ = std::fs::remove_dir_all(dir);
+    let meta = std::fs::symlink_metadata(dir).map_err(|e| format!("it cannot be read ({e})"))?;
+    if !meta.is_dir() {
+        return Err("it is not a directory".into());
     }
+    if meta.uid() != me {
+        return Err(format!("it belongs to user {}, not to you", meta.uid()));
+    }
+    if meta.mode() & 0o777 != 0o700 {
+        return Err(format!("it has mode {:04o}, not 0700", meta.mode() & 0o777));
+    }
+    let parent = dir.parent().unwrap_or(Path::new("/"));
+    let parent_meta = std::fs::metadata(parent)
+        .map_err(|e| format!("{} cannot be read ({e})", parent.display()))?;
+    let sticky = parent_meta.mode() & 0o1000 != 0;
+    let parent_owner_ok = parent_meta.uid() == me || parent_meta.uid() == 0;
+    if !parent_owner_ok || (parent_meta.mode() & 0o022 != 0 && !sticky) {
+        return Err(format!(
+            "{} lets other users rename what is in it",
+            parent.display()
+        ));
+    }
+    let link = dir.join("libnccl.so");
+    let is_link = std::fs::symlink_metadata(&link).is_ok_and(|m| m.file_type().is_symlink());
+    let target = std::fs::read_link(&link)
+        .ok()
+        .filter(|_| is_link)
+        .ok_or_else(|| format!("{} is not a link", link.display()))?;
+    if let Some(open) = writable_by_others(&target) {
+        return Err(format!(
+            "its libnccl.so leads to {}, and other users can write {}",
+            target.display(),
+            open.display()
+        ));
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -381,6 +522,93 @@ mod tests {
     fn touch(path: &Path) {
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         std::fs::write(path, b"").unwrap();
+    }
+
+    #[test]
+    fn children_get_the_loader_path_without_the_link_directory() {
+        let link = Path::new("/tmp/symmem-nccl-host-1-AbC");
+        let paths = OsString::from("/tmp/symmem-nccl-host-1-AbC:/opt/cuda/lib64::/usr/lib");
+        assert_eq!(
+            without_entry(&paths, link),
+            Some(OsString::from("/opt/cuda/lib64::/usr/lib"))
+        );
+        assert_eq!(without_entry(link.as_os_str(), link), None);
+    }
+
+    #[test]
+    fn only_this_process_own_private_link_directory_is_trusted() {
+        let base = tempfile::tempdir().unwrap();
+        let lib = base.path().join("lib/libnccl.so.2");
+        touch(&lib);
+        let ours = crate::cleanup::OwnedDir::create(base.path(), LINK_DIR_PREFIX).unwrap();
+        std::os::unix::fs::symlink(&lib, ours.path().join("libnccl.so")).unwrap();
+        assert_eq!(check_link_dir(ours.path()), Ok(()));
+
+        std::fs::set_permissions(ours.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let err = check_link_dir(ours.path()).unwrap_err();
+        assert_eq!(err, "it has mode 0755, not 0700");
+        std::fs::set_permissions(ours.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+
+        // A parent's directory: the same host, another pid.
+        let theirs = base.path().join(testkit::stale_dir_name(LINK_DIR_PREFIX));
+        std::fs::create_dir(&theirs).unwrap();
+        let err = check_link_dir(&theirs).unwrap_err();
+        assert!(err.starts_with("its name does not start with"), "{err}");
+
+        let open = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(open.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+        let in_open = crate::cleanup::OwnedDir::create(open.path(), LINK_DIR_PREFIX).unwrap();
+        std::os::unix::fs::symlink(&lib, in_open.path().join("libnccl.so")).unwrap();
+        let err = check_link_dir(in_open.path()).unwrap_err();
+        assert!(err.contains("lets other users rename"), "{err}");
+    }
+
+    #[test]
+    fn each_nccl_home_mistake_is_named_with_its_fix() {
+        let root = tempfile::tempdir().unwrap();
+        let install = root.path().join("nccl");
+        touch(&install.join("lib/libnccl.so.2"));
+        let check = |home: &Path| {
+            check_nccl_home(&Env {
+                nccl_home: Some(home.into()),
+                ..Env::default()
+            })
+        };
+        assert!(check(&install).is_ok());
+        assert!(check_nccl_home(&Env::default()).is_ok());
+        let absent = root.path().join("absent");
+        let err = check(&absent).unwrap_err();
+        assert_eq!(
+            err.reason,
+            format!("NCCL_HOME={} does not exist", absent.display())
+        );
+        assert!(err.fix.contains("or unset NCCL_HOME"), "{}", err.fix);
+        let file = install.join("lib/libnccl.so.2");
+        let err = check(&file).unwrap_err();
+        assert_eq!(
+            err.reason,
+            format!("NCCL_HOME={} is a file, not a directory", file.display())
+        );
+        assert!(
+            err.fix
+                .starts_with(&format!("set NCCL_HOME={} (", install.display())),
+            "{}",
+            err.fix
+        );
+        let err = check(&install.join("lib")).unwrap_err();
+        assert!(
+            err.reason.ends_with("/lib has no lib/libnccl.so.2"),
+            "{err}"
+        );
+        assert!(
+            err.fix
+                .starts_with(&format!("set NCCL_HOME={} (", install.display())),
+            "{}",
+            err.fix
+        );
+        let err = check(root.path()).unwrap_err();
+        assert!(err.reason.ends_with(" has no lib/libnccl.so.2"), "{err}");
+        assert!(err.fix.starts_with("point NCCL_HOME at"), "{}", err.fix);
     }
 
     #[test]
