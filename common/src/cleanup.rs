@@ -123,7 +123,7 @@ impl OwnedDir {
 /// a live directory of another node's process with the same pid, in a
 /// directory that several nodes share (a home directory on NFS, say).
 pub fn owner_prefix(prefix: &str) -> String {
-    format!("{prefix}{}-{}-", short_host_name(), std::process::id())
+    format!("{prefix}{}-{}-", directory_host_name(), std::process::id())
 }
 
 /// Removes the directories in `base` that a process of this host made with
@@ -135,7 +135,7 @@ pub fn remove_stale(base: &Path, prefix: &str) -> Vec<PathBuf> {
     let Ok(entries) = std::fs::read_dir(base) else {
         return Vec::new();
     };
-    let host = short_host_name();
+    let host = directory_host_name();
     let me = effective_uid();
     let mut removed = Vec::new();
     for entry in entries.filter_map(Result::ok) {
@@ -184,8 +184,10 @@ fn effective_uid() -> u32 {
 /// This machine's name (`gethostname`), or `unknown-host`.
 pub fn host_name() -> String {
     let mut name = [0u8; 256];
-    // SAFETY: gethostname writes at most `len` bytes into `name`.
-    let ok = unsafe { libc::gethostname(name.as_mut_ptr().cast(), name.len()) } == 0;
+    // SAFETY: gethostname writes at most `len` bytes into `name`; the last
+    // byte is left out of `len`, so the name always ends in a NUL even where
+    // a longer one is cut without one.
+    let ok = unsafe { libc::gethostname(name.as_mut_ptr().cast(), name.len() - 1) } == 0;
     let len = name.iter().position(|&b| b == 0).unwrap_or(name.len());
     match String::from_utf8_lossy(&name[..len])
         .split_whitespace()
@@ -196,11 +198,18 @@ pub fn host_name() -> String {
     }
 }
 
-/// The host name as it goes into a directory name: at most 20 characters
-/// (a Unix socket path has 107 bytes in all), letters, digits, `.` and `-`.
-fn short_host_name() -> String {
-    host_name()
-        .chars()
+/// The host name as it goes into a directory name: in full, as a shorter
+/// one would take the directories of another node whose name starts the
+/// same for this node's. A Linux host name has at most 64 bytes
+/// (`HOST_NAME_MAX`), which a Unix socket path of lesson 04 in `/tmp` still
+/// fits (107 bytes in all).
+fn directory_host_name() -> String {
+    plain_host_name(&host_name())
+}
+
+/// `host` with letters, digits, `.` and `-` only.
+fn plain_host_name(host: &str) -> String {
+    host.chars()
         .map(|c| {
             if c.is_ascii_alphanumeric() || c == '.' {
                 c
@@ -208,7 +217,6 @@ fn short_host_name() -> String {
                 '-'
             }
         })
-        .take(20)
         .collect()
 }
 
@@ -232,7 +240,7 @@ mod tests {
             .to_string();
         assert!(name.starts_with(&owner_prefix("test-")), "{name}");
         assert_eq!(
-            maker(name.strip_prefix("test-").unwrap(), &short_host_name()),
+            maker(name.strip_prefix("test-").unwrap(), &directory_host_name()),
             Some(std::process::id() as i32)
         );
         let path = dir.path().to_path_buf();
@@ -265,7 +273,7 @@ mod tests {
     #[test]
     fn stale_directories_of_dead_processes_on_this_host_are_removed() {
         let base = tempfile::tempdir().unwrap();
-        let host = short_host_name();
+        let host = directory_host_name();
         let dead = base
             .path()
             .join(format!("vmm-raw-{host}-{}-AbC123", dead_pid()));
@@ -287,11 +295,33 @@ mod tests {
     }
 
     #[test]
-    fn host_names_in_directory_names_are_short_and_plain() {
-        let host = short_host_name();
-        assert!(!host.is_empty() && host.len() <= 20, "{host}");
+    fn host_names_in_directory_names_are_plain() {
+        let host = directory_host_name();
+        assert!(!host.is_empty() && host.len() <= 64, "{host}");
         assert!(host
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '-'));
+    }
+
+    #[test]
+    fn hosts_that_differ_after_20_characters_are_told_apart() {
+        // Nodes of one cluster often share a long prefix; a run on one must
+        // not take another's live directory, on a shared home, for its own.
+        let a = plain_host_name("gpu-cluster-east-rack07-node0001.example.org");
+        let b = plain_host_name("gpu-cluster-east-rack07-node0002.example.org");
+        assert_eq!(a, "gpu-cluster-east-rack07-node0001.example.org");
+        assert_ne!(a, b);
+        let made_on_b = format!("{b}-4242-AbC123");
+        assert_eq!(maker(&made_on_b, &a), None);
+        assert_eq!(maker(&made_on_b, &b), Some(4242));
+        assert_eq!(plain_host_name("node_1 x"), "node-1-x");
+    }
+
+    #[test]
+    fn the_host_name_is_the_kernels_in_full() {
+        let Ok(kernel) = std::fs::read_to_string("/proc/sys/kernel/hostname") else {
+            return;
+        };
+        assert_eq!(host_name(), kernel.trim());
     }
 }
