@@ -1,9 +1,11 @@
 //! The contexts of `kernels/symm_comm.cuh`, laid out byte for byte as the
 //! header declares them (`#[repr(C)]`; the tests check every offset against
-//! the numbers the header's `static_assert`s check on the device side), and
-//! the device memory they are written to.
+//! the numbers the header's `static_assert`s check on the device side), their
+//! bytes as the device reads them, written field by field ([`bytes_of`]),
+//! and the device memory they are written to.
 
 use std::ffi::c_void;
+use std::mem::{offset_of, size_of};
 
 use anyhow::{Context, Result};
 use cudarc::driver::{result as cu, sys as cu_sys};
@@ -58,11 +60,132 @@ pub struct NvshmemSymmContext {
     pub grid_sync: u64,
 }
 
-/// The bytes of a `#[repr(C)]` context, to copy to the device.
-pub fn bytes_of<T: Copy>(value: &T) -> Vec<u8> {
-    // SAFETY: T is a plain #[repr(C)] struct of integers and pointers; its
-    // padding is copied as whatever it holds, which the device never reads.
-    unsafe { std::slice::from_raw_parts((value as *const T).cast::<u8>(), size_of::<T>()) }.to_vec()
+/// A context as the device reads it: its bytes, written field by field at
+/// the header's offsets, the padding between them zero.
+///
+/// NOTE: not a copy of the struct's memory: both contexts have four bytes
+/// of padding after their 12-byte `SymmContext`, and reading padding as
+/// bytes is undefined behaviour in Rust (it need not hold any value).
+pub trait DeviceBytesOf {
+    fn device_bytes(&self) -> Vec<u8>;
+}
+
+/// The bytes of a context, to copy to the device.
+pub fn bytes_of<T: DeviceBytesOf>(value: &T) -> Vec<u8> {
+    value.device_bytes()
+}
+
+/// Writes `bytes` at `offset` of `out`.
+fn put(out: &mut [u8], offset: usize, bytes: &[u8]) {
+    out[offset..offset + bytes.len()].copy_from_slice(bytes);
+}
+
+impl SymmContext {
+    /// Writes the header's fields at `at` of `out`.
+    fn put_into(&self, out: &mut [u8], at: usize) {
+        put(out, at + offset_of!(Self, kind), &self.kind.to_ne_bytes());
+        put(out, at + offset_of!(Self, rank), &self.rank.to_ne_bytes());
+        put(
+            out,
+            at + offset_of!(Self, world_size),
+            &self.world_size.to_ne_bytes(),
+        );
+    }
+}
+
+impl DeviceBytesOf for SymmContext {
+    fn device_bytes(&self) -> Vec<u8> {
+        let mut out = vec![0u8; size_of::<Self>()];
+        self.put_into(&mut out, 0);
+        out
+    }
+}
+
+impl DeviceBytesOf for NcclSymmContext {
+    fn device_bytes(&self) -> Vec<u8> {
+        let mut out = vec![0u8; size_of::<Self>()];
+        self.base.put_into(&mut out, offset_of!(Self, base));
+        let pointer = |p: *mut c_void| (p as usize as u64).to_ne_bytes();
+        put(
+            &mut out,
+            offset_of!(Self, buffer_window),
+            &pointer(self.buffer_window),
+        );
+        put(
+            &mut out,
+            offset_of!(Self, signal_window),
+            &pointer(self.signal_window),
+        );
+        put(
+            &mut out,
+            offset_of!(Self, dev_comm),
+            &self.dev_comm.to_ne_bytes(),
+        );
+        put(
+            &mut out,
+            offset_of!(Self, local_buffer),
+            &self.local_buffer.to_ne_bytes(),
+        );
+        put(
+            &mut out,
+            offset_of!(Self, buffer_size),
+            &self.buffer_size.to_ne_bytes(),
+        );
+        put(
+            &mut out,
+            offset_of!(Self, device_idx),
+            &self.device_idx.to_ne_bytes(),
+        );
+        put(
+            &mut out,
+            offset_of!(Self, reserved),
+            &self.reserved.to_ne_bytes(),
+        );
+        put(
+            &mut out,
+            offset_of!(Self, grid_sync),
+            &self.grid_sync.to_ne_bytes(),
+        );
+        out
+    }
+}
+
+impl DeviceBytesOf for NvshmemSymmContext {
+    fn device_bytes(&self) -> Vec<u8> {
+        let mut out = vec![0u8; size_of::<Self>()];
+        self.base.put_into(&mut out, offset_of!(Self, base));
+        put(
+            &mut out,
+            offset_of!(Self, local_buffer),
+            &self.local_buffer.to_ne_bytes(),
+        );
+        put(
+            &mut out,
+            offset_of!(Self, buffer_size),
+            &self.buffer_size.to_ne_bytes(),
+        );
+        put(
+            &mut out,
+            offset_of!(Self, device_idx),
+            &self.device_idx.to_ne_bytes(),
+        );
+        put(
+            &mut out,
+            offset_of!(Self, reserved),
+            &self.reserved.to_ne_bytes(),
+        );
+        put(
+            &mut out,
+            offset_of!(Self, offset),
+            &self.offset.to_ne_bytes(),
+        );
+        put(
+            &mut out,
+            offset_of!(Self, grid_sync),
+            &self.grid_sync.to_ne_bytes(),
+        );
+        out
+    }
 }
 
 /// Device memory from `cuMemAlloc`, freed on drop.
@@ -164,7 +287,7 @@ impl Drop for DeviceBytes {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::mem::{offset_of, size_of};
+    use std::mem::MaybeUninit;
 
     /// The offsets symm_comm.cuh's static_asserts check on the device side.
     #[test]
@@ -197,5 +320,67 @@ mod tests {
         ] {
             assert!(header.contains(line), "symm_comm.cuh lacks {line}");
         }
+    }
+
+    /// A context whose padding holds 0xAA (as a stack slot may), made
+    /// field by field: its device bytes hold every field where the header
+    /// puts it, and zero in the padding, which is never read.
+    #[test]
+    fn the_device_bytes_are_the_fields_and_zero_padding() {
+        let mut slot = MaybeUninit::<NcclSymmContext>::uninit();
+        let p = slot.as_mut_ptr();
+        // SAFETY: `p` is valid for writes of the struct; every field is
+        // written before the reference is made (padding may stay as it is).
+        let context = unsafe {
+            p.cast::<u8>()
+                .write_bytes(0xAA, size_of::<NcclSymmContext>());
+            std::ptr::addr_of_mut!((*p).base).write(SymmContext {
+                kind: BACKEND_NCCL,
+                rank: 3,
+                world_size: 8,
+            });
+            std::ptr::addr_of_mut!((*p).buffer_window).write(0x1111usize as *mut c_void);
+            std::ptr::addr_of_mut!((*p).signal_window).write(std::ptr::null_mut());
+            std::ptr::addr_of_mut!((*p).dev_comm).write(0x2222);
+            std::ptr::addr_of_mut!((*p).local_buffer).write(0x3333);
+            std::ptr::addr_of_mut!((*p).buffer_size).write(0x4444);
+            std::ptr::addr_of_mut!((*p).device_idx).write(5);
+            std::ptr::addr_of_mut!((*p).reserved).write(0);
+            std::ptr::addr_of_mut!((*p).grid_sync).write(0x6666);
+            &*p
+        };
+        let bytes = bytes_of(context);
+        assert_eq!(bytes.len(), 72);
+        let word = |at: usize| u64::from_ne_bytes(bytes[at..at + 8].try_into().unwrap());
+        let int = |at: usize| i32::from_ne_bytes(bytes[at..at + 4].try_into().unwrap());
+        assert_eq!((int(0), int(4), int(8)), (BACKEND_NCCL, 3, 8));
+        assert_eq!(&bytes[12..16], &[0; 4], "padding");
+        assert_eq!(
+            [word(16), word(24), word(32), word(40), word(48), word(64)],
+            [0x1111, 0, 0x2222, 0x3333, 0x4444, 0x6666]
+        );
+        assert_eq!((int(56), int(60)), (5, 0));
+
+        let nvshmem = NvshmemSymmContext {
+            base: SymmContext {
+                kind: BACKEND_NVSHMEM,
+                rank: 1,
+                world_size: 2,
+            },
+            local_buffer: 0x10,
+            buffer_size: 0x20,
+            device_idx: 3,
+            reserved: 0,
+            offset: 0x40,
+            grid_sync: 0x50,
+        };
+        let bytes = bytes_of(&nvshmem);
+        let word = |at: usize| u64::from_ne_bytes(bytes[at..at + 8].try_into().unwrap());
+        assert_eq!(bytes.len(), 56);
+        assert_eq!(&bytes[12..16], &[0; 4], "padding");
+        assert_eq!(
+            [word(16), word(24), word(40), word(48)],
+            [0x10, 0x20, 0x40, 0x50]
+        );
     }
 }
