@@ -138,8 +138,14 @@ fn benchmark_refuses_an_output_path_it_cannot_write_before_the_sweep() {
     );
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
-    assert!(stderr.contains("--json /nonexistent/dir/x.json"), "{stderr}");
-    assert!(started.elapsed() < std::time::Duration::from_secs(10), "{stderr}");
+    assert!(
+        stderr.contains("--json /nonexistent/dir/x.json"),
+        "{stderr}"
+    );
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(10),
+        "{stderr}"
+    );
     assert!(!stderr.contains("panicked"), "{stderr}");
 }
 

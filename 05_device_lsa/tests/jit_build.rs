@@ -5,7 +5,7 @@
 //! into one cubin. Prints the cold and the cached build time.
 //!
 //! The wheels come from `DEVICE_BUILD_WHEELS` (filled by `.ci/jit-wheels
-//! DIR`); without it the test skips with a message, unless
+//! DIR`); without it the test skips with a `skipped:` line, unless
 //! `DEVICE_BUILD_WHEELS_REQUIRED=1` (CI), when it fails.
 
 use std::path::PathBuf;
@@ -16,16 +16,14 @@ use device_build::{jit, CacheRoot, Env};
 
 #[test]
 fn the_lessons_kernels_build_through_the_jit_route() {
-    let required = std::env::var_os("DEVICE_BUILD_WHEELS_REQUIRED").is_some_and(|v| v == "1");
     let site = std::env::var_os("DEVICE_BUILD_WHEELS")
         .map(PathBuf::from)
         .filter(|d| d.join("nvidia/nccl/lib/libnccl_device.ltoir").is_file());
     let Some(site) = site else {
-        assert!(
-            !required,
-            "DEVICE_BUILD_WHEELS holds no staged wheels, and DEVICE_BUILD_WHEELS_REQUIRED=1"
+        testkit::skip(
+            "the NVIDIA wheels staged in DEVICE_BUILD_WHEELS (stage them with .ci/jit-wheels DIR)",
+            Some("DEVICE_BUILD_WHEELS_REQUIRED"),
         );
-        eprintln!("skipped: DEVICE_BUILD_WHEELS holds no staged wheels (stage them with .ci/jit-wheels DIR)");
         return;
     };
     let tmp = tempfile::tempdir().unwrap();

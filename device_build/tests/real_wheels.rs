@@ -3,8 +3,9 @@
 //!
 //! The wheels come from `DEVICE_BUILD_WHEELS`, a directory in site-packages
 //! layout (`nvidia/nccl`, `nvidia/cu13`) that `.ci/jit-wheels DIR` fills.
-//! Without it these tests skip with a message, unless
-//! `DEVICE_BUILD_WHEELS_REQUIRED=1` (CI sets it), when they fail.
+//! Without it these tests skip, each with a `skipped:` line
+//! ([`testkit::skip`]), unless `DEVICE_BUILD_WHEELS_REQUIRED=1` (CI sets
+//! it), when they fail.
 
 use std::path::{Path, PathBuf};
 
@@ -13,22 +14,20 @@ use device_build::route::{jit_target, Program};
 use device_build::shim::LAYOUT_PROBE;
 use device_build::{jit, CacheRoot, Env, Source};
 
-/// The staged wheels, or None (after saying why) when the test may skip.
+/// The staged wheels, or None (after a `skipped:` line) when the test may skip.
 fn wheels() -> Option<PathBuf> {
     let dir = std::env::var_os("DEVICE_BUILD_WHEELS").map(PathBuf::from);
-    let required = std::env::var_os("DEVICE_BUILD_WHEELS_REQUIRED").is_some_and(|v| v == "1");
     match dir {
         Some(dir) if dir.join("nvidia/nccl/lib/libnccl_device.ltoir").is_file() => Some(dir),
         other => {
             let why = match other {
-                Some(dir) => format!("{} holds no staged wheels", dir.display()),
+                Some(dir) => format!("{} holds none", dir.display()),
                 None => "DEVICE_BUILD_WHEELS is not set".into(),
             };
-            assert!(
-                !required,
-                "{why}, and DEVICE_BUILD_WHEELS_REQUIRED=1: run .ci/jit-wheels DIR"
+            testkit::skip(
+                &format!("the staged NVIDIA wheels ({why}; stage them with .ci/jit-wheels DIR)"),
+                Some("DEVICE_BUILD_WHEELS_REQUIRED"),
             );
-            eprintln!("skipped: {why} (stage them with .ci/jit-wheels DIR)");
             None
         }
     }

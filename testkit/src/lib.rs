@@ -753,6 +753,35 @@ pub fn build_c_library(dir: &Path, name: &str, source: &str, extra: &[&str]) -> 
     Some(output)
 }
 
+/// Skips the calling test for want of something from outside the repository
+/// (staged wheels, Triton, NVSHMEM): writes one line, `skipped: <test>:
+/// needs <needs>`, and returns, for the caller to `return` after it.
+///
+/// libtest has no skipped result, and it hides what a passing test prints
+/// with `eprintln!`; a skip said so was counted as a pass in silence. This
+/// line goes to the process's stderr directly, past that capture, so a plain
+/// `cargo test` shows it beside the test's `ok` (nextest shows it with
+/// `--no-capture`, or `--success-output immediate`).
+///
+/// Where the environment sets `required` to `1` the test fails instead: CI
+/// sets `DEVICE_BUILD_WHEELS_REQUIRED=1` and `TRITON_BUILD_REQUIRED=1`
+/// (.ci/run) after staging them, and there a skip would hide a broken setup.
+pub fn skip(needs: &str, required: Option<&str>) {
+    use std::io::Write;
+    let test = std::thread::current()
+        .name()
+        .filter(|name| *name != "main")
+        .unwrap_or("a test")
+        .to_string();
+    if let Some(var) = required {
+        assert!(
+            std::env::var_os(var).is_none_or(|value| value != "1"),
+            "{test} needs {needs}, and {var}=1 says it must not skip"
+        );
+    }
+    let _ = writeln!(std::io::stderr().lock(), "skipped: {test}: needs {needs}");
+}
+
 /// An `Output` in full, for assertion messages: exit status, stdout, stderr.
 pub fn describe(out: &Output) -> String {
     format!(
@@ -1222,6 +1251,52 @@ pub fn cuda_driver_present() -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Skips only when `skip_is_seen_in_a_plain_test_run` runs it, as a child.
+    #[test]
+    fn a_test_that_skips() {
+        if std::env::var_os("TESTKIT_SKIP_DEMO").is_some() {
+            skip(
+                "a demonstration (TESTKIT_SKIP_DEMO)",
+                Some("TESTKIT_SKIP_DEMO_REQUIRED"),
+            );
+        }
+    }
+
+    /// The point of `skip`: the test binary run as `cargo test` runs it (output
+    /// captured) still shows the skip, named, beside the test's `ok`; and with
+    /// the requirement set, the test fails.
+    #[test]
+    fn skip_is_seen_in_a_plain_test_run_and_fails_where_required() {
+        let me = std::env::current_exe().unwrap();
+        let run = |required: &str| {
+            Command::new(&me)
+                .args(["tests::a_test_that_skips", "--exact", "--test-threads=1"])
+                .env("TESTKIT_SKIP_DEMO", "1")
+                .env("TESTKIT_SKIP_DEMO_REQUIRED", required)
+                .output()
+                .unwrap()
+        };
+        let out = run("0");
+        let (stdout, stderr) = (
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr),
+        );
+        assert!(out.status.success(), "{stdout}{stderr}");
+        assert!(
+            stderr.contains(
+                "skipped: tests::a_test_that_skips: needs a demonstration (TESTKIT_SKIP_DEMO)\n"
+            ),
+            "{stdout}{stderr}"
+        );
+        let out = run("1");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(!out.status.success(), "{stdout}");
+        assert!(
+            stdout.contains("TESTKIT_SKIP_DEMO_REQUIRED=1 says it must not skip"),
+            "{stdout}"
+        );
+    }
 
     #[test]
     fn wildcards_match_within_a_line() {
