@@ -18,7 +18,6 @@
 //! libraries come from the system or the user's own environment, and the
 //! check makes sure no one else can swap them between check and load.
 
-use std::ffi::OsStr;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
@@ -134,22 +133,6 @@ pub fn refusal(path: &Path, what: &str, open: &Untrusted) -> CannotRun {
              or install {what} where only you or root can write (a virtual environment of your own, or the system's packages)"
         ),
     )
-}
-
-/// The file a command name runs, found as `execvp` finds it: a name with a
-/// slash is a path; otherwise the first executable file of that name in
-/// `search_path` (`$PATH`'s value).
-pub fn resolve_command(name: &Path, search_path: Option<&OsStr>) -> Option<PathBuf> {
-    use std::os::unix::fs::PermissionsExt;
-    if name.components().count() > 1 || name.is_absolute() {
-        return Some(name.to_path_buf());
-    }
-    std::env::split_paths(search_path?)
-        .map(|dir| dir.join(name))
-        .find(|candidate| {
-            std::fs::metadata(candidate)
-                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-        })
 }
 
 #[cfg(test)]
@@ -304,26 +287,5 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let open = find_untrusted(&tmp.path().join("none")).unwrap();
         assert!(open.why.contains("cannot be inspected"), "{open:?}");
-    }
-
-    #[test]
-    fn a_command_name_is_resolved_as_exec_resolves_it() {
-        let tmp = tempfile::tempdir().unwrap();
-        let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
-        fs::create_dir_all(&a).unwrap();
-        fs::create_dir_all(&b).unwrap();
-        fs::write(a.join("python3"), "").unwrap(); // not executable: skipped
-        fs::write(b.join("python3"), "").unwrap();
-        chmod(&b.join("python3"), 0o755);
-        let path = std::env::join_paths([&a, &b]).unwrap();
-        assert_eq!(
-            resolve_command(Path::new("python3"), Some(&path)),
-            Some(b.join("python3"))
-        );
-        assert_eq!(
-            resolve_command(Path::new("/opt/venv/bin/python"), None),
-            Some(PathBuf::from("/opt/venv/bin/python"))
-        );
-        assert_eq!(resolve_command(Path::new("python3"), None), None);
     }
 }
