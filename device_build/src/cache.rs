@@ -92,9 +92,11 @@ impl Job<'_> {
     }
 }
 
-/// `path`, its size and its modification time (ns): how a build's key
-/// names a large input it reads (a device library) without reading it.
-/// A file that cannot be read stands as its path alone (its build fails).
+/// `path`, its size, its modification time (ns) and which file it is
+/// (device and inode, of the file its links lead to): how a build's key
+/// names a large input it reads or links (a device library, libnccl)
+/// without reading it. A file that cannot be read stands as its path alone
+/// (its build fails).
 pub fn file_stamp(path: &Path) -> String {
     std::fs::metadata(path)
         .map(|m| {
@@ -103,7 +105,13 @@ pub fn file_stamp(path: &Path) -> String {
                 .ok()
                 .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
                 .map_or(0, |d| d.as_nanos());
-            format!("{} {} {modified}", path.display(), m.len())
+            format!(
+                "{} {} {modified} {}:{}",
+                path.display(),
+                m.len(),
+                m.dev(),
+                m.ino()
+            )
         })
         .unwrap_or_else(|_| path.display().to_string())
 }
@@ -136,6 +144,86 @@ impl Built {
     }
 }
 
+impl Built {
+    /// The bytes of one of the build's files, checked against its record:
+    /// see [`read_output`].
+    pub fn read(&self, name: &str) -> Result<Vec<u8>> {
+        read_output(&self.file(name))
+    }
+}
+
+/// The bytes of a build's output, read once and checked against the SHA-256
+/// that the `key.txt` beside it records for it: what the caller loads is
+/// then exactly what was checked, with no second open of the path in
+/// between (a file replaced after [`build_or_reuse`] looked at it is
+/// refused here). Every route's outputs have a record; a file without one
+/// is not a build's output and is refused too.
+pub fn read_output(path: &Path) -> Result<Vec<u8>> {
+    let bytes = std::fs::read(path).with_context(|| format!("read {}", path.display()))?;
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let refused = |what: &str| -> anyhow::Error {
+        CannotRun::new(
+            format!("the build {} {what}", dir.display()),
+            format!(
+                "remove it, and the next run rebuilds it: rm -r {}",
+                dir.display()
+            ),
+        )
+        .into()
+    };
+    let record = match std::fs::read_to_string(dir.join(KEY_FILE)) {
+        Ok(record) => record,
+        Err(e) => {
+            return Err(refused(&format!(
+                "has no readable {KEY_FILE} ({e}), so {name} cannot be checked"
+            )))
+        }
+    };
+    let recorded = record
+        .split_once("\n--\n")
+        .map_or("", |(_, hashes)| hashes)
+        .lines()
+        .find_map(|line| line.strip_suffix(&format!("  {name}")));
+    match recorded {
+        Some(hash) if hash == sha256_hex(&bytes) => Ok(bytes),
+        Some(_) => Err(refused(&format!(
+            "holds a {name} that differs from the one it was built with (truncated or replaced)"
+        ))),
+        None => Err(refused(&format!("records no {name}"))),
+    }
+}
+
+/// `dlopen`s a build's shared library from the very bytes [`read_output`]
+/// checked: they are copied into an anonymous memory file (`memfd_create`),
+/// which no other process can change, and the loader opens that. Loading
+/// by path would open the file a second time, after the check.
+pub fn open_library(path: &Path) -> Result<libloading::Library> {
+    use std::io::Write;
+    use std::os::fd::{AsRawFd, FromRawFd};
+    let bytes = read_output(path)?;
+    let name = std::ffi::CString::new("nccl-symmem-rs-library")?;
+    // SAFETY: a valid NUL-terminated name; the fd is owned by `file` below.
+    let fd = unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error()).context("memfd_create");
+    }
+    // SAFETY: fd was just returned by memfd_create and is owned by nobody else.
+    let mut file = unsafe { std::fs::File::from_raw_fd(fd) };
+    file.write_all(&bytes)
+        .with_context(|| format!("copy {} into memory", path.display()))?;
+    let by_fd = format!("/proc/self/fd/{}", file.as_raw_fd());
+    let flags = libloading::os::unix::RTLD_NOW | libloading::os::unix::RTLD_LOCAL;
+    // SAFETY: the library's initialisers are those of a plain C++ library
+    // built by this crate (the shim); the mapping outlives the fd.
+    let library = unsafe { libloading::os::unix::Library::open(Some(&by_fd), flags) }
+        .with_context(|| format!("dlopen {} (from memory)", path.display()))?;
+    Ok(library.into())
+}
+
 /// The file in a build directory that records its key and its outputs' hashes.
 pub const KEY_FILE: &str = "key.txt";
 
@@ -164,13 +252,24 @@ pub fn build_or_reuse(job: &Job, cache_root: &CacheRoot) -> Result<Built> {
         if let Err(why) = check_cached_paths(&dir, &files) {
             return build_private(job, start, &why);
         }
-        check_key(&dir, job)?;
-        return Ok(Built {
-            dir,
-            compiled: false,
-            seconds: start.elapsed().as_secs_f64(),
-            _private: None,
-        });
+        if has_key_record(&dir)? {
+            check_key(&dir, job)?;
+            return Ok(Built {
+                dir,
+                compiled: false,
+                seconds: start.elapsed().as_secs_f64(),
+                _private: None,
+            });
+        }
+        // No record (an older version's cache, or a directory made by
+        // hand): nothing says what it holds. It is this user's alone (just
+        // checked), so it is removed and built again.
+        std::fs::remove_dir_all(&dir)
+            .or_else(|e| match e.kind() {
+                std::io::ErrorKind::NotFound => Ok(()),
+                _ => Err(e),
+            })
+            .with_context(|| format!("remove {}, a build without {KEY_FILE}", dir.display()))?;
     }
     // Build in a private directory, then rename it into place: another rank
     // or process building the same key at the same time cannot see half a
@@ -191,6 +290,20 @@ pub fn build_or_reuse(job: &Job, cache_root: &CacheRoot) -> Result<Built> {
         seconds: start.elapsed().as_secs_f64(),
         _private: None,
     })
+}
+
+/// Whether `dir` holds a `key.txt` (this user's file, not a link: checked
+/// with the outputs by [`check_cached`]).
+fn has_key_record(dir: &Path) -> Result<bool> {
+    let record = dir.join(KEY_FILE);
+    match std::fs::symlink_metadata(&record) {
+        Ok(_) => {
+            check_cached(&[&record]).map_err(anyhow::Error::msg)?;
+            Ok(true)
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(e).with_context(|| format!("inspect {}", record.display())),
+    }
 }
 
 fn check_cached_paths(dir: &Path, files: &[PathBuf]) -> Result<(), String> {
@@ -277,14 +390,12 @@ fn key_record(job: &Job, dir: &Path) -> Result<String> {
 }
 
 /// A cached build must hold what its key says: the same key text and the
-/// same outputs, byte for byte. A build from before `key.txt` existed (the
-/// nvcc route's older cache) is reused as it was.
+/// same outputs, byte for byte. One without `key.txt` is not reused
+/// ([`build_or_reuse`] builds it again; here, where another process just
+/// made it, it is refused).
 fn check_key(dir: &Path, job: &Job) -> Result<()> {
-    let recorded = match std::fs::read_to_string(dir.join(KEY_FILE)) {
-        Ok(text) => text,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(e).with_context(|| format!("read {}", dir.join(KEY_FILE).display())),
-    };
+    let recorded = std::fs::read_to_string(dir.join(KEY_FILE))
+        .with_context(|| format!("read {}", dir.join(KEY_FILE).display()))?;
     let expected = key_record(job, dir)?;
     if recorded == expected {
         return Ok(());
@@ -338,19 +449,15 @@ pub fn open_cache(dir: &Path) -> Result<(), String> {
         std::fs::set_permissions(dir, Permissions::from_mode(0o700))
             .map_err(|e| format!("cannot chmod 700 {shown}: {e}"))?;
     }
-    for above in dir.ancestors().skip(1) {
-        let Ok(meta) = std::fs::metadata(above) else {
-            continue;
-        };
-        let replaceable = meta.mode() & 0o022 != 0 && meta.mode() & 0o1000 == 0;
-        if (meta.uid() != me && meta.uid() != 0) || replaceable {
-            return Err(format!(
-                "{} (above {shown}) belongs to uid {} with mode {:04o}, so another user could replace the cache in it",
-                above.display(),
-                meta.uid(),
-                meta.mode() & 0o7777
-            ));
-        }
+    // Every directory above it, each judged as itself (a link by who may
+    // replace it, not by what it points to), then the directories its
+    // canonical path goes through: see `common::trust`.
+    if let Some(open) = common::trust::find_untrusted(dir) {
+        return Err(format!(
+            "{} (on the way to {shown}) {}, so another user could replace the cache in it",
+            open.path.display(),
+            open.why
+        ));
     }
     Ok(())
 }
@@ -436,6 +543,89 @@ mod tests {
             "{}",
             cannot.fix
         );
+    }
+
+    #[test]
+    fn a_cache_reached_through_a_link_into_a_directory_others_can_write_is_refused() {
+        use std::os::unix::fs::symlink;
+        let tmp = tempfile::tempdir().unwrap();
+        // ~/.cache as a link to a scratch directory that others can write:
+        // following the link, the old check saw only its private target.
+        let open = tmp.path().join("scratch");
+        fs::create_dir_all(open.join("me")).unwrap();
+        fs::set_permissions(&open, Permissions::from_mode(0o777)).unwrap();
+        fs::set_permissions(open.join("me"), Permissions::from_mode(0o700)).unwrap();
+        let home = tmp.path().join("home");
+        fs::create_dir(&home).unwrap();
+        symlink(open.join("me"), home.join(".cache")).unwrap();
+        let why = open_cache(&home.join(".cache/nccl-symmem-rs/05")).unwrap_err();
+        assert!(why.contains(&open.display().to_string()), "{why}");
+        assert!(
+            why.contains("another user could replace the cache"),
+            "{why}"
+        );
+        // A link to a private directory is fine.
+        fs::set_permissions(&open, Permissions::from_mode(0o755)).unwrap();
+        assert_eq!(open_cache(&home.join(".cache/nccl-symmem-rs/05")), Ok(()));
+    }
+
+    #[test]
+    fn an_output_is_read_once_and_checked_against_its_record() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = CacheRoot::Kept(tmp.path().join("cache"));
+        let job = job_writing("route=jit", &write_a);
+        let built = build_or_reuse(&job, &root).unwrap();
+        assert_eq!(built.read("a.cubin").unwrap(), b"cubin bytes");
+        // Replaced after build_or_reuse checked it, before it was loaded:
+        // the bytes handed to the loader are the ones checked.
+        fs::write(built.file("a.cubin"), "other bytes").unwrap();
+        let err = built.read("a.cubin").unwrap_err();
+        let cannot = err.downcast_ref::<CannotRun>().expect("exit code 2");
+        assert!(cannot.reason.contains("truncated or replaced"), "{cannot}");
+        assert!(read_output(&built.file("a.cubin")).is_err());
+        // A file with no record beside it is not a build's output.
+        let loose = tmp.path().join("loose.cubin");
+        fs::write(&loose, "cubin bytes").unwrap();
+        assert!(read_output(&loose).is_err());
+    }
+
+    #[test]
+    fn a_shared_library_is_loaded_from_the_bytes_checked() {
+        // A real library, so that the loader's side (dlopen of the memory
+        // file) is exercised too; skipped where no C compiler is found.
+        fn compile(dir: &Path) -> Result<()> {
+            fs::write(dir.join("answer.c"), "int answer(void) { return 42; }\n")?;
+            let status = std::process::Command::new("cc")
+                .args(["-shared", "-fPIC", "-o", "libanswer.so", "answer.c"])
+                .current_dir(dir)
+                .status()?;
+            anyhow::ensure!(status.success(), "cc failed");
+            Ok(())
+        }
+        if std::process::Command::new("cc")
+            .arg("--version")
+            .output()
+            .is_err()
+        {
+            return;
+        }
+        let tmp = tempfile::tempdir().unwrap();
+        let root = CacheRoot::Kept(tmp.path().join("cache"));
+        let job = Job {
+            key_text: "shared library".into(),
+            outputs: vec!["libanswer.so".into()],
+            compile: &compile,
+        };
+        let built = build_or_reuse(&job, &root).unwrap();
+        let library = open_library(&built.file("libanswer.so")).unwrap();
+        // SAFETY: answer.c's function, with its signature.
+        let answer: libloading::Symbol<unsafe extern "C" fn() -> i32> =
+            unsafe { library.get(b"answer\0") }.unwrap();
+        assert_eq!(unsafe { answer() }, 42);
+        // Replaced after the build was checked: refused, not loaded.
+        fs::write(built.file("libanswer.so"), "not the library").unwrap();
+        let err = open_library(&built.file("libanswer.so")).err().unwrap();
+        assert!(err.downcast_ref::<CannotRun>().is_some(), "{err:#}");
     }
 
     #[test]

@@ -39,20 +39,17 @@ pub const USE_NVCC: &str = "--build nvcc (needs the CUDA toolkit's nvcc)";
 
 /// The Python `site-packages` directories that may hold the NVIDIA wheels,
 /// found without running Python: the one the loaded NCCL came from (a wheel
-/// installs `site-packages/nvidia/nccl/lib/libnccl.so.2`), then those of the
-/// active virtual environment and conda environment.
+/// installs `site-packages/nvidia/nccl/lib/libnccl.so.2`), the one of the
+/// NCCL that `NCCL_HOME` names (`site-packages/nvidia/nccl`), then those of
+/// the active virtual environment and conda environment.
 pub fn site_packages(env: &Env, nccl_library: &Path) -> Vec<PathBuf> {
     let mut sites = Vec::new();
-    let mut parts = nccl_library.ancestors();
-    if let (Some(lib), Some(nccl), Some(nvidia), Some(site)) =
-        (parts.nth(1), parts.next(), parts.next(), parts.next())
-    {
-        if lib.file_name() == Some(OsStr::new("lib"))
-            && nccl.file_name() == Some(OsStr::new("nccl"))
-            && nvidia.file_name() == Some(OsStr::new("nvidia"))
-        {
-            sites.push(site.to_path_buf());
-        }
+    let from_home = env
+        .nccl_home
+        .as_ref()
+        .map(|home| Path::new(home).join("lib/libnccl.so.2"));
+    for library in std::iter::once(nccl_library).chain(from_home.as_deref()) {
+        sites.extend(wheel_site(library));
     }
     for prefix in [&env.virtual_env, &env.conda_prefix].into_iter().flatten() {
         sites.extend(
@@ -65,6 +62,16 @@ pub fn site_packages(env: &Env, nccl_library: &Path) -> Vec<PathBuf> {
     let mut seen = std::collections::HashSet::new();
     sites.retain(|s| seen.insert(s.clone()));
     sites
+}
+
+/// `<site-packages>` of a wheel's `<site-packages>/nvidia/nccl/lib/<file>`.
+fn wheel_site(nccl_library: &Path) -> Option<PathBuf> {
+    let mut parts = nccl_library.ancestors();
+    let (lib, nccl, nvidia, site) = (parts.nth(1)?, parts.next()?, parts.next()?, parts.next()?);
+    (lib.file_name() == Some(OsStr::new("lib"))
+        && nccl.file_name() == Some(OsStr::new("nccl"))
+        && nvidia.file_name() == Some(OsStr::new("nvidia")))
+    .then(|| site.to_path_buf())
 }
 
 /// The toolkit directories: `$CUDA_HOME`, then `/usr/local/cuda`
@@ -129,8 +136,11 @@ pub fn nvjitlink_candidates(env: &Env, sites: &[PathBuf]) -> Vec<PathBuf> {
     )
 }
 
+/// The first candidate that exists, refused (exit 2) if another user could
+/// change it ([`common::trust`]); or where it was looked for.
 fn pick(candidates: &[PathBuf], what: &str, fix: &str) -> Result<PathBuf, CannotRun> {
     if let Some(found) = candidates.iter().find(|c| c.is_file()) {
+        common::trust::check_trusted(found, what)?;
         return Ok(found.clone());
     }
     let looked: Vec<String> = candidates.iter().map(|c| c.display().to_string()).collect();
@@ -214,6 +224,7 @@ pub fn find_device_library(
         candidates.push(dir.join("libnccl_device.ltoir"));
     }
     if let Some(found) = candidates.iter().find(|c| c.is_file()) {
+        common::trust::check_trusted(found, "NCCL's device library")?;
         return Ok(found.clone());
     }
     let looked: Vec<String> = candidates.iter().map(|c| c.display().to_string()).collect();
@@ -350,8 +361,14 @@ pub struct Nvrtc {
     _library: libloading::Library,
 }
 
+/// `dlopen`s `path`, refused (exit 2, the [`CannotRun`] uncontexted) if
+/// another user could change it ([`common::trust`]).
 fn open(path: &Path, global: bool) -> Result<libloading::Library> {
     use libloading::os::unix::{Library, RTLD_GLOBAL, RTLD_LOCAL, RTLD_NOW};
+    let what = path
+        .file_name()
+        .map_or("a library".into(), |n| n.to_string_lossy().into_owned());
+    common::trust::check_trusted(path, &what)?;
     let flags = RTLD_NOW | if global { RTLD_GLOBAL } else { RTLD_LOCAL };
     // SAFETY: NVIDIA's libraries run no initialisers with preconditions.
     Ok(unsafe { Library::open(Some(path), flags) }
@@ -1184,6 +1201,63 @@ mod tests {
             versioned_name("GetLinkedCubinSize", (13, 0)),
             "__nvJitLinkGetLinkedCubinSize_13_0"
         );
+    }
+
+    /// A directory tree under the test's own temporary directory, every
+    /// directory 0755, with `open` (a directory on the way) made 0775.
+    fn group_writable(dir: &Path) {
+        use std::os::unix::fs::PermissionsExt;
+        fs::set_permissions(dir, fs::Permissions::from_mode(0o775)).unwrap();
+    }
+
+    #[test]
+    fn nvrtc_nvjitlink_and_the_device_library_under_a_directory_others_can_write_are_refused() {
+        let tmp = tempfile::tempdir().unwrap();
+        let site = tmp.path().join("venv/lib/python3.12/site-packages");
+        let nccl = site.join("nvidia/nccl/lib/libnccl.so.2");
+        touch(&nccl);
+        touch(&site.join("nvidia/nccl/lib/libnccl_device.ltoir"));
+        touch(&site.join("nvidia/cu13/lib/libnvrtc.so.13"));
+        touch(&site.join("nvidia/cu13/lib/libnvJitLink.so.13"));
+        let sites = vec![site.clone()];
+        let env = Env::default();
+        let version = NcclVersion::new(2, 32, 3);
+        assert!(find_nvrtc(&env, &sites).is_ok());
+        assert!(find_nvjitlink(&env, &sites).is_ok());
+        assert!(find_device_library(&env, &nccl, version).is_ok());
+        // Three levels above the files, not their parent.
+        group_writable(&site);
+        let shown = site.display().to_string();
+        for err in [
+            find_nvrtc(&env, &sites).unwrap_err(),
+            find_nvjitlink(&env, &sites).unwrap_err(),
+            find_device_library(&env, &nccl, version).unwrap_err(),
+        ] {
+            assert!(err.reason.contains("is not used"), "{err}");
+            assert!(
+                err.reason.contains(&format!("{shown} has mode 0775")),
+                "{err}"
+            );
+            assert!(err.fix.contains("chmod go-w"), "{}", err.fix);
+        }
+        // Named by NVRTC=: the same.
+        let named = Env {
+            nvrtc: Some(site.join("nvidia/cu13/lib/libnvrtc.so.13").into()),
+            ..Env::default()
+        };
+        assert!(find_nvrtc(&named, &[]).is_err());
+    }
+
+    #[test]
+    fn a_library_others_can_write_is_not_dlopened() {
+        let tmp = tempfile::tempdir().unwrap();
+        let lib = tmp.path().join("open/lib/libnvrtc.so.13");
+        touch(&lib);
+        group_writable(&tmp.path().join("open"));
+        let err = Nvrtc::load(&lib).err().expect("refused");
+        assert!(err.downcast_ref::<CannotRun>().is_some(), "{err:#}");
+        let err = NvJitLink::load(&lib).err().expect("refused");
+        assert!(err.downcast_ref::<CannotRun>().is_some(), "{err:#}");
     }
 
     #[test]

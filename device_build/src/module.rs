@@ -13,9 +13,11 @@ use cudarc::driver::{result as cu, sys as cu_sys};
 pub struct Module(cu_sys::CUmodule);
 
 impl Module {
-    /// Reads `cubin` and loads it into the current context.
+    /// Reads `cubin`, a build's output, once, checks those bytes against
+    /// the build's record ([`crate::cache::read_output`]) and loads them
+    /// into the current context: what is loaded is what was checked.
     pub fn load(cubin: &Path) -> Result<Self> {
-        let image = std::fs::read(cubin).with_context(|| format!("read {}", cubin.display()))?;
+        let image = crate::cache::read_output(cubin)?;
         // SAFETY: a context is current (the caller bound its GPU) and `image`
         // is a complete ELF image that outlives the call.
         let module =

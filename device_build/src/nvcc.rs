@@ -46,9 +46,12 @@ pub fn nvcc_candidates(env: &Env) -> Vec<PathBuf> {
     candidates
 }
 
-/// The first nvcc candidate that exists, or why there is none.
+/// The first nvcc candidate that exists, or why there is none; refused
+/// (exit 2) if another user could change it ([`common::trust`]).
 pub fn find_nvcc(env: &Env) -> Result<PathBuf, CannotRun> {
-    pick_nvcc(env, &nvcc_candidates(env))
+    let nvcc = pick_nvcc(env, &nvcc_candidates(env))?;
+    common::trust::check_trusted(&nvcc, "nvcc")?;
+    Ok(nvcc)
 }
 
 fn pick_nvcc(env: &Env, candidates: &[PathBuf]) -> Result<PathBuf, CannotRun> {
@@ -204,15 +207,22 @@ impl Target {
     }
 
     /// Everything that goes into the build, as text: the route, every
-    /// source, every flag, the nvcc version and path, and the NCCL release.
-    /// Any change in them gives a new key and so a new build.
+    /// source, every flag, the nvcc version and path, the NCCL release, and
+    /// which NCCL exactly: the SHA-256 of each of its headers the kernels
+    /// and the shim include, and its library's [`cache::file_stamp`]. A
+    /// rebuilt NCCL of the same version may lay `ncclDevComm` out otherwise;
+    /// any change in them gives a new key and so a new build.
     pub fn key_text(&self) -> String {
         let mut text = format!(
-            "route=nvcc\nnvcc={}\nnvcc_version={}\nnccl={}\n",
+            "route=nvcc\nnvcc={}\nnvcc_version={}\nnccl={}\nlibrary={}\n",
             self.nvcc.display(),
             self.nvcc_version.trim(),
-            self.nccl
+            self.nccl,
+            cache::file_stamp(&self.library)
         );
+        for (header, hash) in nccl_header_hashes(&self.include) {
+            text.push_str(&format!("header={hash}  {header}\n"));
+        }
         for arg in self.kernel_args().iter().chain(&self.shim_args()) {
             text.push_str(&format!("arg={arg}\n"));
         }
@@ -236,6 +246,39 @@ impl Target {
             compile,
         }
     }
+}
+
+/// The SHA-256 of each NCCL header in `include` that device code includes:
+/// `nccl.h`, `nccl_device.h` and everything under `nccl_device/`, in name
+/// order (a few hundred KB: read on every run, cache hits included). A
+/// header that cannot be read stands as `missing` (its build fails).
+pub fn nccl_header_hashes(include: &Path) -> Vec<(String, String)> {
+    let mut names = vec!["nccl.h".to_string(), "nccl_device.h".to_string()];
+    let mut below = Vec::new();
+    let mut dirs = vec![PathBuf::from("nccl_device")];
+    while let Some(dir) = dirs.pop() {
+        let Ok(entries) = std::fs::read_dir(include.join(&dir)) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let relative = dir.join(entry.file_name());
+            match entry.file_type() {
+                Ok(kind) if kind.is_dir() => dirs.push(relative),
+                Ok(_) => below.push(relative.to_string_lossy().into_owned()),
+                Err(_) => {}
+            }
+        }
+    }
+    below.sort();
+    names.extend(below);
+    names
+        .into_iter()
+        .map(|name| {
+            let hash = std::fs::read(include.join(&name))
+                .map_or_else(|_| "missing".to_string(), |bytes| cache::sha256_hex(&bytes));
+            (name, hash)
+        })
+        .collect()
 }
 
 fn shim_source() -> Source {
@@ -398,6 +441,101 @@ mod tests {
             ..env
         };
         assert_eq!(nvcc_candidates(&explicit), vec![tmp.path().join("my-nvcc")]);
+    }
+
+    #[test]
+    fn an_nvcc_others_can_write_is_not_run() {
+        let tmp = tempfile::tempdir().unwrap();
+        fs::create_dir_all(tmp.path().join("cuda/bin")).unwrap();
+        let nvcc = fake_nvcc(&tmp.path().join("cuda/bin"), true);
+        let env = Env {
+            cuda_home: Some(tmp.path().join("cuda").into()),
+            ..Env::default()
+        };
+        assert_eq!(find_nvcc(&env).unwrap(), nvcc);
+        fs::set_permissions(tmp.path().join("cuda"), Permissions::from_mode(0o777)).unwrap();
+        let err = find_nvcc(&env).unwrap_err();
+        assert!(err.reason.starts_with("nvcc at "), "{err}");
+        assert!(err.reason.contains("mode 0777"), "{err}");
+        // The same through a link (as /usr/local/cuda is): judged by where it leads.
+        fs::set_permissions(tmp.path().join("cuda"), Permissions::from_mode(0o755)).unwrap();
+        fs::set_permissions(&nvcc, Permissions::from_mode(0o777)).unwrap();
+        std::os::unix::fs::symlink(tmp.path().join("cuda"), tmp.path().join("cuda-link")).unwrap();
+        let env = Env {
+            cuda_home: Some(tmp.path().join("cuda-link").into()),
+            ..Env::default()
+        };
+        assert!(find_nvcc(&env).unwrap_err().reason.contains("mode 0777"));
+    }
+
+    #[test]
+    fn the_key_names_the_nccl_headers_and_library_by_content() {
+        // A rebuilt NCCL of the same version (another ncclDevComm layout)
+        // must not reuse the cubin and shim built against the old one.
+        let tmp = tempfile::tempdir().unwrap();
+        let include = tmp.path().join("nccl/include");
+        let library = tmp.path().join("nccl/lib/libnccl.so.2");
+        fs::create_dir_all(include.join("nccl_device")).unwrap();
+        fs::write(include.join("nccl.h"), "#define NCCL_MAJOR 2\n").unwrap();
+        fs::write(
+            include.join("nccl_device.h"),
+            "#include \"nccl_device/core.h\"\n",
+        )
+        .unwrap();
+        fs::write(
+            include.join("nccl_device/core.h"),
+            "struct ncclDevComm { int a; };\n",
+        )
+        .unwrap();
+        touch(&library);
+        fs::write(&library, "library 1").unwrap();
+        let at = |include: &Path, library: &Path| Target {
+            include: include.into(),
+            library: library.into(),
+            ..target()
+        };
+        let before = at(&include, &library).cache_key();
+        assert_eq!(at(&include, &library).cache_key(), before);
+        fs::write(
+            include.join("nccl_device/core.h"),
+            "struct ncclDevComm { int a, b; };\n",
+        )
+        .unwrap();
+        let new_headers = at(&include, &library).cache_key();
+        assert_ne!(new_headers, before, "a changed device header kept the key");
+        fs::write(include.join("nccl.h"), "#define NCCL_MAJOR 2 \n").unwrap();
+        let new_nccl_h = at(&include, &library).cache_key();
+        assert_ne!(new_nccl_h, new_headers, "a changed nccl.h kept the key");
+        // The library is named by identity (size, time, inode), not read:
+        // replaced by a file of another size, the key changes.
+        fs::remove_file(&library).unwrap();
+        fs::write(&library, "library 2, rebuilt").unwrap();
+        assert_ne!(
+            at(&include, &library).cache_key(),
+            new_nccl_h,
+            "a rebuilt library kept the key"
+        );
+    }
+
+    #[test]
+    fn a_build_without_its_key_record_is_rebuilt_not_reused() {
+        let tmp = tempfile::tempdir().unwrap();
+        let target = Target {
+            nvcc: fake_nvcc(tmp.path(), true),
+            ..target()
+        };
+        let root = tmp.path().join("cache");
+        let dir = root.join(target.cache_key());
+        touch(&dir.join("allreduce_lsa.cubin"));
+        touch(&dir.join("allreduce_lsa_fast.cubin"));
+        touch(&dir.join("devcomm_shim.so"));
+        let built = build_or_reuse(&target, &CacheRoot::Kept(root)).unwrap();
+        assert!(
+            built.build.compiled,
+            "a directory with no key.txt was reused unchecked"
+        );
+        assert_eq!(fs::read_to_string(built.cubin(&KERNEL)).unwrap(), "built\n");
+        assert!(dir.join(crate::cache::KEY_FILE).is_file());
     }
 
     #[test]
@@ -606,23 +744,6 @@ mod tests {
 
     fn build_dirs(root: &Path) -> Vec<String> {
         testkit::leftovers(root, &[BUILD_PREFIX])
-    }
-
-    #[test]
-    fn a_complete_cache_entry_is_reused_without_nvcc() {
-        let tmp = tempfile::tempdir().unwrap();
-        let target = Target {
-            nvcc: tmp.path().join("no-such-nvcc"),
-            ..target()
-        };
-        let root = tmp.path().join("cache");
-        let dir = root.join(target.cache_key());
-        touch(&dir.join("allreduce_lsa.cubin"));
-        touch(&dir.join("allreduce_lsa_fast.cubin"));
-        touch(&dir.join("devcomm_shim.so"));
-        let built = build_or_reuse(&target, &CacheRoot::Kept(root)).unwrap();
-        assert!(!built.build.compiled);
-        assert_eq!(built.cubin(&KERNEL), dir.join("allreduce_lsa.cubin"));
     }
 
     #[test]

@@ -125,22 +125,26 @@ pub fn jit_target(
     let nvrtc_path = jit::find_nvrtc(env, &sites)?;
     let nvjitlink_path = jit::find_nvjitlink(env, &sites)?;
     let nvrtc = jit::Nvrtc::load(&nvrtc_path).map_err(|e| {
-        CannotRun::new(
-            format!("NVRTC at {} cannot be loaded: {e:#}", nvrtc_path.display()),
-            format!(
-                "pip install --force-reinstall nvidia-cuda-nvrtc, or {}",
-                jit::USE_NVCC
-            ),
-        )
+        refused_or(e, |e| {
+            CannotRun::new(
+                format!("NVRTC at {} cannot be loaded: {e:#}", nvrtc_path.display()),
+                format!(
+                    "pip install --force-reinstall nvidia-cuda-nvrtc, or {}",
+                    jit::USE_NVCC
+                ),
+            )
+        })
     })?;
     let nvjitlink = jit::NvJitLink::load(&nvjitlink_path).map_err(|e| {
-        CannotRun::new(
-            format!(
-                "nvJitLink at {} cannot be loaded: {e:#}",
-                nvjitlink_path.display()
-            ),
-            format!("pip install -U nvidia-nvjitlink, or {}", jit::USE_NVCC),
-        )
+        refused_or(e, |e| {
+            CannotRun::new(
+                format!(
+                    "nvJitLink at {} cannot be loaded: {e:#}",
+                    nvjitlink_path.display()
+                ),
+                format!("pip install -U nvidia-nvjitlink, or {}", jit::USE_NVCC),
+            )
+        })
     })?;
     jit::check_versions(nvrtc.version, nvjitlink.version, &nvjitlink.path)?;
     let cuda_include = jit::find_cuda_headers(env, &sites)?;
@@ -156,6 +160,18 @@ pub fn jit_target(
         defines: program.defines.clone(),
         kernels: program.jit_kernels.clone(),
     })
+}
+
+/// A load's own refusal (a library another user could change, or its
+/// NVRTC builtins) as it is; any other failure as `otherwise` says.
+fn refused_or(
+    error: anyhow::Error,
+    otherwise: impl FnOnce(&anyhow::Error) -> CannotRun,
+) -> CannotRun {
+    match error.downcast_ref::<CannotRun>() {
+        Some(refused) => refused.clone(),
+        None => otherwise(&error),
+    }
 }
 
 /// The route for `build`, and why. `auto` falls back to nvcc when the jit
@@ -288,15 +304,31 @@ pub fn neither(jit_error: &anyhow::Error, nvcc_error: &anyhow::Error) -> CannotR
     )
 }
 
-/// The preflight's check, before any rank starts and before NCCL is known:
-/// nvcc is found, or NVRTC is (from `$NVRTC`, the active Python environment or
-/// a toolkit), so that one route may work. Err names both fixes.
+/// The preflight's check, before any rank starts and before NCCL is loaded:
+/// nvcc is found, or NVRTC is, where the jit route will look for it (`$NVRTC`,
+/// the site-packages of the NCCL the launcher will load, of the active
+/// Python environment, or a toolkit), so that one route may work. Err names
+/// both fixes.
 pub fn some_route_found(env: &Env) -> Result<(), CannotRun> {
     let nvcc_error = match nvcc::find_nvcc(env) {
         Ok(_) => return Ok(()),
         Err(e) => e,
     };
-    let sites = jit::site_packages(env, Path::new("/"));
+    // The NCCL the launcher loads, found as it finds it (NCCL_HOME, the
+    // Python environments, pip install --user): its site-packages holds the
+    // wheels that came with it.
+    let nccl_env = common::nccl_path::Env {
+        nccl_home: env.nccl_home.clone(),
+        virtual_env: env.virtual_env.clone(),
+        conda_prefix: env.conda_prefix.clone(),
+        path: env.path.clone(),
+        home: env.home.clone(),
+    };
+    let nccl = common::nccl_path::candidates(&nccl_env)
+        .into_iter()
+        .next()
+        .map_or_else(|| Path::new("/").to_path_buf(), |c| c.library);
+    let sites = jit::site_packages(env, &nccl);
     let jit_error = match jit::find_nvrtc(env, &sites) {
         Ok(_) => return Ok(()),
         Err(e) => e,
@@ -329,6 +361,94 @@ mod tests {
             err.fix
         );
         assert!(err.fix.contains("install the CUDA toolkit"), "{}", err.fix);
+    }
+
+    /// The documented pip layout (05_device_lsa/README.md, "Where the
+    /// pieces are looked for"): NCCL's wheel at
+    /// `<site-packages>/nvidia/nccl/lib/libnccl.so.2`, NVRTC and nvJitLink
+    /// in the same site-packages, from the CUDA 13 wheels
+    /// (`nvidia/cu13/lib`) or the CUDA 12 ones (`nvidia/cuda_nvrtc/lib`,
+    /// `nvidia/nvjitlink/lib`).
+    fn pip_layout(tmp: &Path, cuda13: bool) -> std::path::PathBuf {
+        let site = tmp.join("venv/lib/python3.12/site-packages");
+        let files: &[&str] = if cuda13 {
+            &[
+                "nvidia/cu13/lib/libnvrtc.so.13",
+                "nvidia/cu13/lib/libnvJitLink.so.13",
+            ]
+        } else {
+            &[
+                "nvidia/cuda_nvrtc/lib/libnvrtc.so.12",
+                "nvidia/nvjitlink/lib/libnvJitLink.so.12",
+            ]
+        };
+        for file in ["nvidia/nccl/lib/libnccl.so.2", "nvidia/nccl/include/nccl.h"]
+            .iter()
+            .chain(files)
+        {
+            let path = site.join(file);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, "").unwrap();
+        }
+        site
+    }
+
+    #[test]
+    fn the_tools_beside_an_nccl_named_by_nccl_home_are_found() {
+        for cuda13 in [true, false] {
+            let tmp = tempfile::tempdir().unwrap();
+            let site = pip_layout(tmp.path(), cuda13);
+            // No toolkit, no active Python environment: only NCCL_HOME.
+            let env = Env {
+                nccl_home: Some(site.join("nvidia/nccl").into()),
+                nvcc: Some(tmp.path().join("no-nvcc").into()),
+                ..Env::default()
+            };
+            assert_eq!(some_route_found(&env), Ok(()), "cuda13={cuda13}");
+            let sites = jit::site_packages(&env, Path::new("/"));
+            assert_eq!(sites, vec![site.clone()]);
+            let (nvrtc, nvjitlink) = if cuda13 {
+                (
+                    "nvidia/cu13/lib/libnvrtc.so.13",
+                    "nvidia/cu13/lib/libnvJitLink.so.13",
+                )
+            } else {
+                (
+                    "nvidia/cuda_nvrtc/lib/libnvrtc.so.12",
+                    "nvidia/nvjitlink/lib/libnvJitLink.so.12",
+                )
+            };
+            assert_eq!(jit::find_nvrtc(&env, &sites).unwrap(), site.join(nvrtc));
+            assert_eq!(
+                jit::find_nvjitlink(&env, &sites).unwrap(),
+                site.join(nvjitlink)
+            );
+        }
+    }
+
+    #[test]
+    fn the_tools_beside_an_nccl_from_the_active_environment_are_found() {
+        // The launcher's own search (common::nccl_path): VIRTUAL_ENV.
+        let tmp = tempfile::tempdir().unwrap();
+        let site = pip_layout(tmp.path(), true);
+        let env = Env {
+            virtual_env: Some(tmp.path().join("venv").into()),
+            nvcc: Some(tmp.path().join("no-nvcc").into()),
+            ..Env::default()
+        };
+        assert_eq!(some_route_found(&env), Ok(()));
+        // pip install --user: ~/.local's site-packages, found the same way.
+        let user = tempfile::tempdir().unwrap();
+        let local = user.path().join(".local");
+        std::fs::create_dir_all(&local).unwrap();
+        std::fs::rename(tmp.path().join("venv/lib"), local.join("lib")).unwrap();
+        let env = Env {
+            home: Some(user.path().into()),
+            nvcc: Some(tmp.path().join("no-nvcc").into()),
+            ..Env::default()
+        };
+        assert_eq!(some_route_found(&env), Ok(()));
+        let _ = site;
     }
 
     fn program() -> Program {

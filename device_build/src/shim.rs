@@ -147,13 +147,11 @@ impl Shim {
         // the symbols are the extern "C" functions of devcomm_shim.cu, with
         // the signatures declared above.
         unsafe {
-            // RTLD_NOW: a shim that needs a symbol nobody provides fails here,
-            // with the loader's message, instead of killing the process later.
-            let flags = libloading::os::unix::RTLD_NOW | libloading::os::unix::RTLD_LOCAL;
-            let library: libloading::Library =
-                libloading::os::unix::Library::open(Some(path), flags)
-                    .with_context(|| format!("dlopen {}", path.display()))?
-                    .into();
+            // Loaded from the bytes checked against the build's record, not
+            // by path again (see cache::open_library). RTLD_NOW there: a
+            // shim that needs a symbol nobody provides fails here, with the
+            // loader's message, instead of killing the process later.
+            let library = crate::cache::open_library(path)?;
             let header_version: VersionFn = *library.get(b"devcomm_shim_header_version\0")?;
             let size: SizeFn = *library.get(b"devcomm_shim_size\0")?;
             let align: SizeFn = *library.get(b"devcomm_shim_align\0")?;
