@@ -325,6 +325,20 @@ impl Library {
         if std::env::var_os("NVSHMEM_BOOTSTRAP_UID_PLUGIN").is_none() && plugin.is_file() {
             std::env::set_var("NVSHMEM_BOOTSTRAP_UID_PLUGIN", &plugin);
         }
+        // Both are loaded from paths the environment names: refused (exit
+        // 2) if another user could change them (common::trust). A plugin
+        // named without a slash is found by the loader beside the library.
+        common::trust::check_trusted(path, "NVSHMEM's host library")?;
+        if let Some(named) = std::env::var_os("NVSHMEM_BOOTSTRAP_UID_PLUGIN") {
+            let named = Path::new(&named);
+            let named = match named.parent() {
+                Some(dir) if !dir.as_os_str().is_empty() => named.to_path_buf(),
+                _ => found.root.join("lib").join(named),
+            };
+            if named.exists() {
+                common::trust::check_trusted(&named, "NVSHMEM's bootstrap plugin")?;
+            }
+        }
         // SAFETY: NVSHMEM's initialisers have no preconditions; the symbol
         // types are nvshmemx_api.h's and nvshmem_api.h's.
         unsafe {
@@ -537,6 +551,36 @@ impl Drop for ModuleInit<'_> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn an_nvshmem_others_can_write_is_not_loaded() {
+        use std::os::unix::fs::PermissionsExt;
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("nvidia/nvshmem");
+        let lib = root.join("lib");
+        std::fs::create_dir_all(&lib).unwrap();
+        for file in [super::HOST_LIBRARY, super::DEVICE_LIBRARY] {
+            std::fs::write(lib.join(file), "").unwrap();
+        }
+        std::fs::create_dir_all(root.join("include")).unwrap();
+        std::fs::write(root.join("include/nvshmem.h"), "").unwrap();
+        std::fs::set_permissions(
+            tmp.path().join("nvidia"),
+            std::fs::Permissions::from_mode(0o777),
+        )
+        .unwrap();
+        let found = super::find(&super::Search {
+            nvshmem_home: Some(root.into()),
+            ..super::Search::default()
+        })
+        .unwrap();
+        let err = super::Library::load(&found).err().expect("refused");
+        let refused = err.downcast_ref::<super::CannotRun>().expect("exit code 2");
+        assert!(
+            refused.reason.contains("NVSHMEM's host library"),
+            "{refused:?}"
+        );
+    }
+
     #[test]
     fn an_unreachable_pe_is_refused_by_name() {
         assert!(check_reachable(0, &[]).is_ok());

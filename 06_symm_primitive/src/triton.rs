@@ -224,6 +224,11 @@ pub fn find_python(candidates: &[PathBuf]) -> Result<Python, CannotRun> {
             tried.push(format!("{} (not on PATH)", candidate.display()));
             continue;
         };
+        // Run from a path the environment names: refused (exit 2) if another
+        // user could change it (common::trust).
+        if path.exists() {
+            common::trust::check_trusted(&path, "Python")?;
+        }
         let probe = python_command(&path, workdir.path())
             .args(["-c", PROBE])
             .output();
@@ -697,6 +702,20 @@ mod tests {
         let err = find_python(&[fake]).unwrap_err();
         assert!(err.reason.contains("Triton 3.5.1"), "{}", err.reason);
         assert!(err.reason.contains("3.6 or newer"), "{}", err.reason);
+    }
+
+    #[test]
+    fn a_python_others_can_write_is_not_run() {
+        let dir = tempfile::tempdir().unwrap();
+        let open = dir.path().join("open");
+        std::fs::create_dir(&open).unwrap();
+        let fake = open.join("python");
+        fake_python(&fake, "3.6.0");
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let err = find_python(&[fake]).unwrap_err();
+        assert!(err.reason.starts_with("Python at "), "{}", err.reason);
+        assert!(err.reason.contains("mode 0777"), "{}", err.reason);
     }
 
     /// A stand-in Python at `path`: answers the probe with `version`, and
