@@ -85,13 +85,22 @@ pub fn header_candidates(env: &Env, library: &Path) -> Vec<PathBuf> {
     candidates
 }
 
-/// The first candidate with both `nccl.h` and `nccl_device.h`.
+/// The first candidate with both `nccl.h` and `nccl_device.h`; refused
+/// (exit 2) if another user could change one of the headers device code
+/// includes ([`nccl_header_names`], [`common::trust`]): the shim compiled
+/// from them runs in this process.
 pub fn find_nccl_headers(env: &Env, library: &Path) -> Result<PathBuf, CannotRun> {
     let candidates = header_candidates(env, library);
     if let Some(found) = candidates
         .iter()
         .find(|dir| dir.join("nccl.h").is_file() && dir.join("nccl_device.h").is_file())
     {
+        for name in nccl_header_names(found) {
+            let header = found.join(name);
+            if let Some(open) = common::trust::find_untrusted(&header) {
+                return Err(common::trust::refusal(&header, "NCCL's headers", &open));
+            }
+        }
         return Ok(found.canonicalize().unwrap_or_else(|_| found.clone()));
     }
     let looked: Vec<String> = candidates.iter().map(|c| c.display().to_string()).collect();
@@ -248,11 +257,9 @@ impl Target {
     }
 }
 
-/// The SHA-256 of each NCCL header in `include` that device code includes:
-/// `nccl.h`, `nccl_device.h` and everything under `nccl_device/`, in name
-/// order (a few hundred KB: read on every run, cache hits included). A
-/// header that cannot be read stands as `missing` (its build fails).
-pub fn nccl_header_hashes(include: &Path) -> Vec<(String, String)> {
+/// The NCCL headers in `include` that device code includes: `nccl.h`,
+/// `nccl_device.h` and every file under `nccl_device/`, in name order.
+pub fn nccl_header_names(include: &Path) -> Vec<String> {
     let mut names = vec!["nccl.h".to_string(), "nccl_device.h".to_string()];
     let mut below = Vec::new();
     let mut dirs = vec![PathBuf::from("nccl_device")];
@@ -272,6 +279,13 @@ pub fn nccl_header_hashes(include: &Path) -> Vec<(String, String)> {
     below.sort();
     names.extend(below);
     names
+}
+
+/// The SHA-256 of each of [`nccl_header_names`] (a few hundred KB: read on
+/// every run, cache hits included). A header that cannot be read stands as
+/// `missing` (its build fails).
+pub fn nccl_header_hashes(include: &Path) -> Vec<(String, String)> {
+    nccl_header_names(include)
         .into_iter()
         .map(|name| {
             let hash = std::fs::read(include.join(&name))
@@ -597,6 +611,28 @@ mod tests {
         let err = find_nccl_headers(&env, &library).unwrap_err();
         assert!(err.reason.contains("nccl_device.h"), "{}", err.reason);
         assert!(err.fix.contains("NCCL_HOME"), "{}", err.fix);
+    }
+
+    #[test]
+    fn headers_others_can_write_are_not_compiled() {
+        // The shim compiled from them runs in this process.
+        let tmp = tempfile::tempdir().unwrap();
+        let wheel = tmp.path().join("nvidia/nccl");
+        let library = wheel.join("lib/libnccl.so.2");
+        touch(&library);
+        touch(&wheel.join("include/nccl.h"));
+        touch(&wheel.join("include/nccl_device.h"));
+        touch(&wheel.join("include/nccl_device/core.h"));
+        assert!(find_nccl_headers(&Env::default(), &library).is_ok());
+        let open = wheel.join("include/nccl_device");
+        fs::set_permissions(&open, Permissions::from_mode(0o777)).unwrap();
+        let err = find_nccl_headers(&Env::default(), &library).unwrap_err();
+        assert!(err.reason.contains("NCCL's headers at "), "{err}");
+        assert!(
+            err.reason
+                .contains(&format!("{} has mode 0777", open.display())),
+            "{err}"
+        );
     }
 
     #[test]
