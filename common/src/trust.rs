@@ -7,8 +7,9 @@
 //! file at its end, must belong to this user or to root and be writable by
 //! no one else; each is looked at with `symlink_metadata`, so that a link is
 //! judged as a link (who may replace it) and not by what it points to. A
-//! directory that root owns and that is sticky (`/tmp`, mode 1777) lets
-//! other users remove only their own entries, so it may stand on the way.
+//! sticky directory (`/tmp`, mode 1777) lets other users remove only their
+//! own entries, so one that root or this user owns may stand on the way
+//! (not at its end); what is in it is checked next.
 //! Then the same for the canonical path, the file the links lead to: on a
 //! real system `/usr/local/cuda` is a link to `/usr/local/cuda-13.0`, and a
 //! venv's `bin/python` a link to `/usr/bin/python3.12`, both root's.
@@ -100,10 +101,11 @@ fn check_chain(path: &Path, me: u32) -> Option<Untrusted> {
         if mode & 0o022 == 0 {
             return None;
         }
-        let root_sticky = meta.is_dir() && mode & 0o1000 != 0 && meta.uid() == 0;
-        if root_sticky && at != last {
-            // /tmp: others may add entries, not replace this user's or root's,
-            // and the entry below it is checked next.
+        // The owner is this user or root (checked above): others may add
+        // entries, not remove or rename theirs, and the entry below it is
+        // checked next.
+        let sticky = meta.is_dir() && mode & 0o1000 != 0;
+        if sticky && at != last {
             return None;
         }
         found(format!("has mode {mode:04o}: other users can write it"))
@@ -246,27 +248,28 @@ mod tests {
     }
 
     #[test]
-    fn a_sticky_directory_is_allowed_on_the_way_only_if_root_owns_it() {
+    fn a_sticky_directory_on_the_way_is_allowed_unless_another_user_owns_it() {
         let tmp = tempfile::tempdir().unwrap();
         let lib = tree(tmp.path());
         let a = tmp.path().join("a");
         chmod(&a, 0o1777);
-        // Owned by root: like /tmp, allowed ("me" is root here).
-        std::os::unix::fs::lchown(&a, Some(0), None).ok();
-        if fs::metadata(&a).unwrap().uid() == 0 {
-            assert_eq!(find_untrusted_for(&lib, 0), None);
+        // Ours or root's, as /tmp is: others may add entries, not replace ours.
+        assert_eq!(find_untrusted_for(&lib, me()), None);
+        // Another user's (only root can make one): its owner may replace
+        // what is in it.
+        if give_away(&[&a]) == 4242 {
+            let open = find_untrusted_for(&lib, me()).unwrap();
+            assert_eq!(open.path, a);
+            assert!(open.why.contains("belongs to uid 4242"), "{open:?}");
+            std::os::unix::fs::lchown(&a, Some(me()), None).unwrap();
         }
-        // A user's own sticky directory is not: as that user we could not
-        // stop its other writers from making entries we then trust.
-        let b = tmp.path().join("a/b");
-        let lib_dir = tmp.path().join("a/b/lib");
-        let owner = give_away(&[&a, &b, &lib_dir, &lib]);
-        let open = find_untrusted_for(&lib, owner).unwrap();
-        assert_eq!(open.path, a);
-        assert!(open.why.contains("mode 1777"), "{open:?}");
-        // Not sticky: refused, whoever owns it.
+        // At the end of the path a sticky directory is no exception.
+        assert!(find_untrusted_for(&a, me()).is_some());
+        // Not sticky: refused, even though it is ours.
         chmod(&a, 0o777);
-        assert_eq!(find_untrusted_for(&lib, owner).unwrap().path, a);
+        let open = find_untrusted_for(&lib, me()).unwrap();
+        assert_eq!(open.path, a);
+        assert!(open.why.contains("mode 0777"), "{open:?}");
     }
 
     #[test]
