@@ -286,20 +286,36 @@ fn fix(error: &anyhow::Error) -> String {
         .unwrap_or_default()
 }
 
-/// Neither route can build: both reasons, both fixes.
+/// Neither route can build: one line per route saying what is missing
+/// (without the paths searched, which each route's own error lists), and one
+/// fix per route. The jit route's fix is the one command that installs all
+/// it needs, whichever piece was missing; the nvcc route's is its own.
 pub fn neither(jit_error: &anyhow::Error, nvcc_error: &anyhow::Error) -> CannotRun {
+    let missing = |error: &anyhow::Error| {
+        let reason = reason(error);
+        // One place looked in is what the user named (NVRTC=...): kept.
+        match reason.split_once(" (looked for ") {
+            Some((what, looked)) => match looked.strip_suffix(')') {
+                Some(one) if !one.is_empty() && !one.contains(", ") => format!("{what} at {one}"),
+                _ => what.to_string(),
+            },
+            None => reason,
+        }
+    };
+    let nvcc_fix = fix(nvcc_error)
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+        .replace("this lesson compiles its kernel at run time: ", "");
     CannotRun::new(
         format!(
-            "neither route can build the kernels.\n  jit: {}\n  nvcc: {}",
-            reason(jit_error),
-            reason(nvcc_error)
+            "neither route can build the kernels:\n  jit: {}\n  nvcc: {}",
+            missing(jit_error),
+            missing(nvcc_error)
         ),
         format!(
-            "either take the jit route (no toolkit): NCCL 2.32.3 from pip (pip install nvidia-nccl-cu13==2.32.3) with\n\
-             pip install nvidia-cuda-nvrtc nvidia-nvjitlink nvidia-cuda-cccl nvidia-cuda-runtime ({})\n\
-             or the nvcc route: {}",
-            fix(jit_error),
-            fix(nvcc_error)
+            "jit route (no toolkit): pip install -U nvidia-nccl-cu13==2.32.3 nvidia-cuda-nvrtc nvidia-nvjitlink nvidia-cuda-cccl nvidia-cuda-runtime\n\
+             nvcc route: {nvcc_fix}"
         ),
     )
 }
@@ -355,11 +371,7 @@ mod tests {
             err.reason.contains("NVRTC (libnvrtc.so) not found"),
             "{err}"
         );
-        assert!(
-            err.fix.contains("pip install nvidia-cuda-nvrtc"),
-            "{}",
-            err.fix
-        );
+        assert!(err.fix.contains(" nvidia-cuda-nvrtc "), "{}", err.fix);
         assert!(err.fix.contains("install the CUDA toolkit"), "{}", err.fix);
     }
 
