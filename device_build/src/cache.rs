@@ -184,14 +184,14 @@ pub fn read_output(path: &Path) -> Result<Vec<u8>> {
         }
     };
     let recorded = record
-        .split_once("\n--\n")
+        .rsplit_once("\n--\n")
         .map_or("", |(_, hashes)| hashes)
         .lines()
         .find_map(|line| line.strip_suffix(&format!("  {name}")));
     match recorded {
         Some(hash) if hash == sha256_hex(&bytes) => Ok(bytes),
         Some(_) => Err(refused(&format!(
-            "holds a {name} that differs from the one it was built with (truncated or replaced)"
+            "holds a file that differs from the {name} it was built with (truncated or replaced)"
         ))),
         None => Err(refused(&format!("records no {name}"))),
     }
