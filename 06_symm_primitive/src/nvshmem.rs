@@ -318,13 +318,10 @@ pub struct Library {
 impl Library {
     pub fn load(found: &Found) -> Result<Self> {
         let path = &found.host_library;
-        // NVSHMEM dlopens its unique-id bootstrap plugin by name; its RPATH
-        // ($ORIGIN) finds it beside the host library, and naming it here
-        // makes that independent of how the library was found.
-        let plugin = found.root.join("lib/nvshmem_bootstrap_uid.so.3");
-        if std::env::var_os("NVSHMEM_BOOTSTRAP_UID_PLUGIN").is_none() && plugin.is_file() {
-            std::env::set_var("NVSHMEM_BOOTSTRAP_UID_PLUGIN", &plugin);
-        }
+        // NVSHMEM dlopens its unique-id bootstrap plugin by name, which the
+        // option check (crate::check_backend) named beside the host library
+        // in NVSHMEM_BOOTSTRAP_UID_PLUGIN: there, before any thread starts,
+        // not here, where the CUDA driver's threads may read the environment.
         // Both are loaded from paths the environment names: refused (exit
         // 2) if another user could change them (common::trust). A plugin
         // named without a slash is found by the loader beside the library.

@@ -190,6 +190,40 @@ impl Args {
     }
 }
 
+impl Args {
+    /// What the run needs set before any thread starts (the launcher calls
+    /// this with the option check, first, in every MPI process): the tools
+    /// the preflight looks for, and NVSHMEM's heap size.
+    ///
+    /// NOTE: set_var while another thread may read the environment is
+    /// undefined behaviour (unsafe from edition 2024); in the rank's body
+    /// the CUDA driver and MPI already run threads of their own.
+    fn before_threads(&self) {
+        use symm_primitive::{CUDA_KERNELS, TRITON_KERNEL};
+        symm_primitive::build_tools_for(if self.contenders.contains(&Contender::Triton) {
+            CUDA_KERNELS | TRITON_KERNEL
+        } else {
+            CUDA_KERNELS
+        });
+        if let Some(bytes) = self.nvshmem_heap_bytes() {
+            if std::env::var_os("NVSHMEM_SYMMETRIC_SIZE").is_none() {
+                std::env::set_var("NVSHMEM_SYMMETRIC_SIZE", bytes.to_string());
+            }
+        }
+    }
+
+    /// With `--backend nvshmem`, the heap this run needs: every region of
+    /// a trial (the buffer `bench` allocates) and 64 MiB for NVSHMEM's own
+    /// (its default heap is 1 GiB).
+    fn nvshmem_heap_bytes(&self) -> Option<usize> {
+        if self.backend != Backend::Nvshmem {
+            return None;
+        }
+        let largest = *self.sweep.sizes(self.dtype.size()).ok()?.last()?;
+        Some(buffer_bytes(&self.sweep, &self.stress, largest) + (64 << 20))
+    }
+}
+
 const BENCH: Lesson = Lesson {
     name: "06_symm_bench",
     about: "Times the fused layer tail (symm_all_reduce inside the kernel) against the same work unfused, and symm_all_reduce against lesson 05's fast kernel and ncclAllReduce",
@@ -201,7 +235,15 @@ const BENCH: Lesson = Lesson {
 };
 
 fn main() -> ExitCode {
-    common::run_checked(&BENCH, Args::check, bench)
+    common::run_checked(
+        &BENCH,
+        |args: &Args| {
+            args.check()?;
+            args.before_threads();
+            Ok(())
+        },
+        bench,
+    )
 }
 
 /// The layer of `bytes` bytes of partial output: 4096 features per token,
@@ -322,13 +364,8 @@ fn bench(ctx: &RankContext, args: &Args) -> Result<()> {
                 let target = nvshmem::Target::find(&Env::from_process(), &arch, found.clone())?;
                 Ok(nvshmem::build_or_reuse(&target, &cache)?.file(nvshmem::CUBIN))
             })?;
-            // The heap must hold every region of a trial (NVSHMEM's default is 1 GiB).
-            if std::env::var_os("NVSHMEM_SYMMETRIC_SIZE").is_none() {
-                std::env::set_var(
-                    "NVSHMEM_SYMMETRIC_SIZE",
-                    (window_bytes + (64 << 20)).to_string(),
-                );
-            }
+            // The heap holds every region of a trial: NVSHMEM_SYMMETRIC_SIZE,
+            // set before any thread started (Args::before_threads).
             let library = nvshmem::Library::load(&found)?;
             let mut id = [0u8; nvshmem::UNIQUEID_BYTES];
             if ctx.is_root() {
@@ -361,14 +398,14 @@ fn bench(ctx: &RankContext, args: &Args) -> Result<()> {
                 blocks,
                 &sizes,
                 window_bytes,
-                &gpu,
             );
             drop(symmetric);
             drop(module_init);
             drop(module);
             heap.free();
             session.finalize();
-            result.map(|_| ())
+            let series = report_series(args, result?, Vec::new())?;
+            publish(ctx, args, &gpu, series)
         }
         Backend::Nccl => {
             // This lesson's module, and lesson 05's fast kernels for the baselines.
@@ -458,6 +495,7 @@ fn bench(ctx: &RankContext, args: &Args) -> Result<()> {
             let dev_comm = std::cell::RefCell::new(dev_comm);
             let result = if args.bad_input {
                 bad_input(ctx, &stream, &kernels, &on_send, blocks, window_bytes)
+                    .map(|()| Vec::new())
             } else {
                 let nccl_side = NcclSide {
                     comm: &comm,
@@ -478,24 +516,13 @@ fn bench(ctx: &RankContext, args: &Args) -> Result<()> {
                     blocks,
                     &sizes,
                     window_bytes,
-                    &gpu,
                 )
                 .and_then(|layer_series| {
-                    run_allreduce(
-                        ctx,
-                        args,
-                        &stream,
-                        &kernels,
-                        &on_recv,
-                        &nccl_side,
-                        &send,
-                        &recv,
-                        blocks,
-                        &gpu,
-                        layer_series,
-                    )
+                    let allreduce_series = run_allreduce(
+                        ctx, args, &stream, &kernels, &on_recv, &nccl_side, &send, &recv, blocks,
+                    )?;
+                    report_series(args, layer_series, allreduce_series)
                 })
-                .map(|_| ())
             };
             drop((on_send, on_recv, dev_comm_copy));
             dev_comm.into_inner().destroy()?;
@@ -507,9 +534,59 @@ fn bench(ctx: &RankContext, args: &Args) -> Result<()> {
             drop(fast_module);
             drop(triton_module);
             drop(module);
-            result
+            publish(ctx, args, &gpu, result?)
         }
     }
+}
+
+/// A series' name in the report: `<contender>-<backend>` for the layer
+/// tail, the contender's own for the AllReduce sweep.
+fn series_name(contender: Contender, backend: Backend) -> String {
+    if contender.is_layer() {
+        format!("{}-{}", contender.name(), backend.name())
+    } else {
+        contender.name()
+    }
+}
+
+/// The run's one report's series: the layer tail's, then the AllReduce
+/// sweep's, and one for every contender asked for. Under `--stress` and
+/// `--bad-input`, which print tables of their own, none.
+///
+/// NOTE: one report per run. Each half used to publish its own, so that
+/// with only layer-tail contenders the sweep's empty report was written
+/// over the layer tail's `--json` (and its header printed twice).
+fn report_series(args: &Args, layer: Vec<Series>, allreduce: Vec<Series>) -> Result<Vec<Series>> {
+    if args.stress.stress.is_some() || args.bad_input {
+        return Ok(Vec::new());
+    }
+    let series: Vec<Series> = layer.into_iter().chain(allreduce).collect();
+    for &contender in &args.contenders {
+        let name = series_name(contender, args.backend);
+        ensure!(
+            series.iter().any(|s| s.name == name),
+            "the report has no series {name} for --contenders {}",
+            contender.name()
+        );
+    }
+    Ok(series)
+}
+
+/// Rank 0 prints the run's one report and writes `--json` and `--svg`;
+/// then every rank fails if an element was wrong. Called once, after the
+/// resources are released; nothing under `--stress` and `--bad-input`.
+fn publish(
+    ctx: &RankContext,
+    args: &Args,
+    gpu: &Arc<CudaContext>,
+    series: Vec<Series>,
+) -> Result<()> {
+    if args.stress.stress.is_some() || args.bad_input {
+        return Ok(());
+    }
+    let report = allreduce::report(ctx, gpu, BENCH.name.into(), &args.sweep, series)?;
+    report.publish(ctx)?;
+    report.fail_on_wrong(ctx)
 }
 
 fn kernels(module: &Module) -> Result<Kernels> {
@@ -522,9 +599,9 @@ fn kernels(module: &Module) -> Result<Kernels> {
     })
 }
 
-/// The layer-tail contenders (and, with `--stress`, the fused stress run).
-/// Returns the series for the AllReduce sweep's report, or publishes them
-/// itself when there is no AllReduce sweep to come (`nccl` is None).
+/// The layer-tail contenders (and, with `--stress`, the fused stress run,
+/// whose table it prints). Returns their series, for the run's one report
+/// ([`report_series`]).
 #[allow(clippy::too_many_arguments)]
 fn run_layer(
     ctx: &RankContext,
@@ -536,7 +613,6 @@ fn run_layer(
     blocks: u32,
     sizes: &[usize],
     capacity: usize,
-    gpu: &Arc<CudaContext>,
 ) -> Result<Vec<Series>> {
     let dtype = args.dtype;
     let largest = *sizes.last().context("no size")?;
@@ -820,9 +896,9 @@ fn run_layer(
         }
         return allreduce::publish_stress(ctx, &args.stress, &stressed).map(|()| Vec::new());
     }
-    for (contender, rows) in contenders.iter().zip(rows) {
+    for (&contender, rows) in contenders.iter().zip(rows) {
         series.push(Series {
-            name: format!("{}-{}", contender.name(), args.backend.name()),
+            name: series_name(contender, args.backend),
             about: format!(
                 "{} ({}; the layer is in place: the out-of-place column holds it)",
                 contender.about(),
@@ -836,16 +912,11 @@ fn run_layer(
             rows,
         });
     }
-    if nccl.is_none() || !args.contenders.iter().any(|c| !c.is_layer()) {
-        let report = allreduce::report(ctx, gpu, BENCH.name.into(), &args.sweep, series)?;
-        report.publish(ctx)?;
-        report.fail_on_wrong(ctx)?;
-        return Ok(Vec::new());
-    }
     Ok(series)
 }
 
-/// The AllReduce-alone contenders on bench's AllReduce sweep (float32).
+/// The AllReduce-alone contenders on bench's AllReduce sweep (float32):
+/// their series, for the run's one report; none without such a contender.
 #[allow(clippy::too_many_arguments)]
 fn run_allreduce(
     ctx: &RankContext,
@@ -857,21 +928,20 @@ fn run_allreduce(
     send: &common::nccl::NcclBuffer,
     recv: &common::nccl::NcclBuffer,
     blocks: u32,
-    gpu: &Arc<CudaContext>,
-    mut series: Vec<Series>,
-) -> Result<()> {
-    if args.stress.stress.is_some() {
-        return Ok(());
-    }
-    let sizes = args.sweep.sizes(4)?;
-    let status = DeviceBytes::zeroed(4)?;
-    let sweep = Sweep::new(ctx, &args.sweep, stream, Buffers::whole(send, recv), &sizes)?;
+) -> Result<Vec<Series>> {
     let contenders: Vec<Contender> = args
         .contenders
         .iter()
         .copied()
         .filter(|c| !c.is_layer())
         .collect();
+    if args.stress.stress.is_some() || contenders.is_empty() {
+        return Ok(Vec::new());
+    }
+    let sizes = args.sweep.sizes(4)?;
+    let status = DeviceBytes::zeroed(4)?;
+    let sweep = Sweep::new(ctx, &args.sweep, stream, Buffers::whole(send, recv), &sizes)?;
+    let mut series = Vec::new();
     let progress = bench::progress(ctx, sizes.len() * contenders.len(), BENCH.name);
     for contender in contenders {
         let op = |placement: Placement, count: usize, shift: usize| -> Result<()> {
@@ -955,9 +1025,7 @@ fn run_allreduce(
         code[0],
         codes::describe(code[0])
     );
-    let report = allreduce::report(ctx, gpu, BENCH.name.into(), &args.sweep, series)?;
-    report.publish(ctx)?;
-    report.fail_on_wrong(ctx)
+    Ok(series)
 }
 
 /// Every case of `codes::bad_input_cases` through the device: the code it
@@ -1046,4 +1114,145 @@ fn bad_input(
             cases.len() - agreed
         ))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bench::report::{Machine, Report};
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: Args,
+    }
+
+    fn args(line: &[&str]) -> Args {
+        Cli::parse_from(std::iter::once("06_symm_bench").chain(line.iter().copied())).args
+    }
+
+    /// What the timing loops return for `contenders`: one row each.
+    fn timed(contenders: &[Contender], backend: Backend) -> Vec<Series> {
+        contenders
+            .iter()
+            .map(|&c| Series {
+                name: series_name(c, backend),
+                about: c.about().into(),
+                datatype: None,
+                rows: vec![Row {
+                    bytes: 8192,
+                    count: 2048,
+                    out_of_place: Sample::new(8192, 1e-5, 1.0, 0),
+                    in_place: None,
+                }],
+            })
+            .collect()
+    }
+
+    /// Only layer-tail contenders: the one report holds them (it used to be
+    /// overwritten by the AllReduce sweep's empty one), written as JSON and
+    /// read back.
+    #[test]
+    fn one_report_holds_every_contender_asked_for() {
+        let dir = tempfile::tempdir().unwrap();
+        for (line, layer, sweep) in [
+            (
+                "fused,unfused-nccl,symm-layer",
+                vec![
+                    Contender::Fused,
+                    Contender::UnfusedNccl,
+                    Contender::SymmLayer,
+                ],
+                vec![],
+            ),
+            (
+                "fused,symm,nccl",
+                vec![Contender::Fused],
+                vec![Contender::Symm, Contender::Nccl],
+            ),
+            ("symm", vec![], vec![Contender::Symm]),
+        ] {
+            let args = args(&["--contenders", line]);
+            let series = report_series(
+                &args,
+                timed(&layer, args.backend),
+                timed(&sweep, args.backend),
+            )
+            .unwrap();
+            let report = Report {
+                benchmark: BENCH.name.into(),
+                collective: Collective::AllReduce,
+                datatype: "float".into(),
+                redop: "sum".into(),
+                machine: Machine {
+                    device: "a GPU".into(),
+                    driver: "13.0".into(),
+                    nccl_version: "2.32.3".into(),
+                    nccl_path: "/nccl".into(),
+                    ranks: 2,
+                    ranks_per_gpu: 1,
+                    launch: "threads".into(),
+                    host: "host".into(),
+                    date: "2026-11-25T00:00:00Z".into(),
+                },
+                options: args.sweep.clone(),
+                series,
+            };
+            let path = dir.path().join("report.json");
+            report.write_json(&path).unwrap();
+            let names: Vec<String> = Report::read_json(&path)
+                .unwrap()
+                .series
+                .into_iter()
+                .map(|s| s.name)
+                .collect();
+            let want: Vec<String> = args
+                .contenders
+                .iter()
+                .map(|&c| series_name(c, args.backend))
+                .collect();
+            assert_eq!(names, want, "--contenders {line}");
+        }
+    }
+
+    #[test]
+    fn a_contender_without_a_series_is_an_error() {
+        let asked = args(&["--contenders", "fused,symm"]);
+        let err = report_series(
+            &asked,
+            timed(&[Contender::Fused], asked.backend),
+            Vec::new(),
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("no series symm"), "{err}");
+        // The stress and bad-input modes print tables of their own.
+        let stress = args(&["--stress", "10"]);
+        assert!(report_series(&stress, Vec::new(), Vec::new())
+            .unwrap()
+            .is_empty());
+    }
+
+    #[test]
+    fn the_nvshmem_heap_holds_a_trial_s_regions() {
+        let nccl = args(&["-b", "1M", "-e", "4M", "-n", "5"]);
+        assert_eq!(nccl.nvshmem_heap_bytes(), None);
+        let nvshmem = args(&[
+            "--backend",
+            "nvshmem",
+            "--contenders",
+            "fused",
+            "-b",
+            "1M",
+            "-e",
+            "4M",
+            "-n",
+            "5",
+        ]);
+        let largest = 4 << 20;
+        assert_eq!(
+            nvshmem.nvshmem_heap_bytes(),
+            Some(buffer_bytes(&nvshmem.sweep, &nvshmem.stress, largest) + (64 << 20))
+        );
+    }
 }
