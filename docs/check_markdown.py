@@ -22,6 +22,10 @@ that is not a letter, mark, digit, connector (`_`) or `-` or a space dropped;
 each space turned into `-`; a repeated slug gets `-1`, `-2`, ... mdbook's ids
 follow the same rules for the headings this book has.
 
+What it does not read: reference-style links (`[text][ref]`), HTML links,
+and setext headings (underlined with `===`); the repository uses none of
+them. Indented code blocks are read as text.
+
 Exit status 1 when anything is broken, with one line per problem on stderr.
 """
 
