@@ -87,7 +87,7 @@ fn nccl_home_overrules_the_nccl_the_loader_finds() {
 #[test]
 fn missing_nccl_names_pip_and_apt() {
     if testkit::nccl_present() {
-        eprintln!("skipped: NCCL loads here, so it cannot be missing");
+        testkit::skip("a machine where NCCL does not load (it loads here)", None);
         return;
     }
     let out = testkit::run_with_timeout(
@@ -118,7 +118,10 @@ fn run_with_wheel_nccl(
 ) -> Option<(tempfile::TempDir, std::path::PathBuf, std::process::Output)> {
     use std::os::unix::fs::PermissionsExt;
     if testkit::nccl_present() {
-        eprintln!("skipped: NCCL loads here under cudarc's names, so the wheel would not be used");
+        testkit::skip(
+            "a machine where NCCL does not load under cudarc's names (here it does, so the wheel would not be used)",
+            None,
+        );
         return None;
     }
     let root = tempfile::tempdir().unwrap();

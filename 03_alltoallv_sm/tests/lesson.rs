@@ -94,6 +94,27 @@ fn benchmark_runs_and_finds_no_wrong_element() {
     );
 }
 
+/// `--json` and `--svg` are checked before the GPU is looked for, not after
+/// the sweep.
+#[test]
+fn benchmark_refuses_an_output_path_it_cannot_write_before_the_sweep() {
+    let bench = lesson().sibling(
+        "03_alltoallv_bench",
+        env!("CARGO_BIN_EXE_03_alltoallv_bench"),
+    );
+    let out = bench.run(
+        1,
+        &["--json", "/nonexistent/dir/x.json"],
+        Duration::from_secs(60),
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("--json /nonexistent/dir/x.json"),
+        "{stderr}"
+    );
+}
+
 #[test]
 #[ignore = "needs 2 GPUs"]
 fn fault_ctrl_c_stops_the_benchmark_mid_sweep() {

@@ -95,7 +95,10 @@ fn probe_with_venv(venv: &Path, tmp: &Path) -> Command {
 #[test]
 fn every_loader_path_entry_the_program_and_its_children_see_is_private() {
     if testkit::nccl_present() {
-        eprintln!("skipped: NCCL loads here under cudarc's names, so the wheel would not be used");
+        testkit::skip(
+            "a machine where NCCL does not load under cudarc's names (here it does, so the wheel would not be used)",
+            None,
+        );
         return;
     }
     let root = tempfile::tempdir().unwrap();
