@@ -416,6 +416,10 @@ fn compile_into(
     nccl_bc: &Path,
     dir: &Path,
 ) -> Result<()> {
+    // Absolute: the build runs in `dir`, not in this process's directory.
+    let nccl_bc = std::path::absolute(nccl_bc).context("the path of libnccl_device.bc")?;
+    let dir = std::path::absolute(dir).context("the build directory's path")?;
+    let dir = dir.as_path();
     let src = dir.join("src");
     std::fs::create_dir(&src).context("create the script directory")?;
     std::fs::write(src.join("tp_tail.py"), KERNEL_SCRIPT).context("write tp_tail.py")?;
@@ -432,7 +436,7 @@ fn compile_into(
         .arg(arch.to_string())
         .args(["--dtype", dtype_arg(dtype)])
         .arg("--nccl-device-bc")
-        .arg(nccl_bc)
+        .arg(&nccl_bc)
         .arg("--out")
         .arg(dir)
         .current_dir(dir)
