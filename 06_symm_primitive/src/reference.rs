@@ -29,10 +29,17 @@ impl Layer {
 
 /// This rank's activations, tokens x k.
 pub fn activations(layer: &Layer, rank: usize) -> Vec<f32> {
+    activations_variant(layer, rank, 0)
+}
+
+/// This rank's activations in variant `variant` (0 is [`activations`]): the
+/// benchmark's one-region stress mode changes them from one operation to the
+/// next, so that each operation's partials differ from the last one's.
+pub fn activations_variant(layer: &Layer, rank: usize, variant: usize) -> Vec<f32> {
     (0..layer.tokens * layer.k)
         .map(|e| {
             let (t, j) = (e / layer.k, e % layer.k);
-            ((t * 7 + j * 3 + rank * 5) % 17) as f32 / 8.0 - 1.0
+            ((t * 7 + j * 3 + rank * 5 + variant * 2) % 17) as f32 / 8.0 - 1.0
         })
         .collect()
 }
@@ -136,8 +143,20 @@ pub fn sums(layer: &Layer, ranks: usize, dtype: Dtype) -> Vec<f32> {
 /// What the layer tail must produce on every rank: (normalized output, new
 /// residual), as float32 values of `dtype`.
 pub fn expected(layer: &Layer, ranks: usize, dtype: Dtype) -> (Vec<f32>, Vec<f32>) {
+    expected_variant(layer, ranks, dtype, 0)
+}
+
+/// [`expected`] for the activations of [`activations_variant`] `variant`.
+pub fn expected_variant(
+    layer: &Layer,
+    ranks: usize,
+    dtype: Dtype,
+    variant: usize,
+) -> (Vec<f32>, Vec<f32>) {
     let (tokens, hidden, k) = (layer.tokens, layer.hidden, layer.k);
-    let x: Vec<Vec<f32>> = (0..ranks).map(|r| activations(layer, r)).collect();
+    let x: Vec<Vec<f32>> = (0..ranks)
+        .map(|r| activations_variant(layer, r, variant))
+        .collect();
     let w: Vec<Vec<f32>> = (0..ranks).map(|r| weights(layer, r)).collect();
     let residual_in = residual(layer);
     let gamma = gamma(layer);
@@ -215,6 +234,30 @@ pub fn check_close(what: &str, got: &[f32], want: &[f32], relative: f32) -> Resu
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn consecutive_activation_variants_give_other_results() {
+        // The one-region stress mode takes variants 0, 1, 2, 3 in turn: an
+        // operation that read the previous one's partials must give another
+        // sum, and so another output, almost everywhere.
+        let layer = Layer {
+            tokens: 4,
+            hidden: 64,
+            k: 32,
+            eps: 1e-6,
+        };
+        for variant in 0..4 {
+            let (now, _) = expected_variant(&layer, 2, Dtype::F32, variant);
+            let (before, _) = expected_variant(&layer, 2, Dtype::F32, (variant + 3) % 4);
+            let same = now.iter().zip(&before).filter(|(a, b)| a == b).count();
+            assert!(
+                same * 10 < now.len(),
+                "variant {variant}: {same} of {} equal",
+                now.len()
+            );
+        }
+        assert_eq!(activations_variant(&layer, 1, 0), activations(&layer, 1));
+    }
 
     #[test]
     fn bf16_rounds_to_nearest_even() {

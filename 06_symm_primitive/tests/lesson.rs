@@ -205,3 +205,38 @@ fn stress_finds_no_wrong_element_in_the_fused_kernel() {
     let (stdout, _) = bench().run_to_success(gpu_ranks(), &args);
     assert!(stdout.contains("# wrong elements in all: 0"), "{stdout}");
 }
+
+/// Calls that follow each other on one region, their inputs changing each
+/// time: a call that overlapped a peer's previous one would read partials of
+/// the wrong call (the other stress test gives every call its own region,
+/// with the same inputs, where such a race cannot show).
+#[test]
+#[ignore = "needs 2 GPUs"]
+fn back_to_back_calls_on_one_region_are_each_right() {
+    let args = [
+        "--stress",
+        "1000",
+        "--one-region",
+        "-b",
+        "4K",
+        "-e",
+        "1M",
+        "-f",
+        "16",
+    ];
+    let (stdout, stderr) = bench().run_to_success(gpu_ranks(), &args);
+    assert!(stdout.contains("all in one region"), "{stdout}");
+    assert!(stdout.contains("fused-nccl-one-region"), "{stdout}");
+    bench().assert_stress_table(&stdout, &stderr, 1000, 3);
+}
+
+#[test]
+fn one_region_without_stress_is_refused() {
+    let out = bench().run(1, &["--one-region"], std::time::Duration::from_secs(30));
+    assert_eq!(out.status.code(), Some(2), "{}", testkit::describe(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("--stress"),
+        "{}",
+        testkit::describe(&out)
+    );
+}

@@ -435,11 +435,25 @@ pub fn publish_stress(
     stress: &StressArgs,
     series: &[StressSeries],
 ) -> Result<()> {
+    publish_stress_where(ctx, stress, series, EACH_IN_ITS_OWN_REGION)
+}
+
+/// Where a stress run's operations were, as its table's header says it.
+pub const EACH_IN_ITS_OWN_REGION: &str = "each in its own region";
+
+/// [`publish_stress`] for operations placed as `placement` says (the
+/// header's words, such as [`EACH_IN_ITS_OWN_REGION`]).
+pub fn publish_stress_where(
+    ctx: &RankContext,
+    stress: &StressArgs,
+    series: &[StressSeries],
+    placement: &str,
+) -> Result<()> {
     let wrong = stress_wrong(series);
     if ctx.is_root() {
         print!(
             "{}",
-            stress_table(ctx.size(), ctx.ranks_per_gpu(), stress, series)
+            stress_table(ctx.size(), ctx.ranks_per_gpu(), stress, series, placement)
         );
     }
     let wrong = if ctx.is_root() { wrong } else { 0 };
@@ -458,9 +472,10 @@ pub fn stress_table(
     ranks_per_gpu: usize,
     stress: &StressArgs,
     series: &[StressSeries],
+    placement: &str,
 ) -> String {
     let mut table = format!(
-        "# stress: {} back-to-back operations per size and placement on {ranks} rank{}{}, each in its own region and checked;\n\
+        "# stress: {} back-to-back operations per size and placement on {ranks} rank{}{}, {placement} and checked;\n\
          # before each, every rank spins on the GPU for 0-{} us at random, half the time\n\
          #\n#   series         size      ops   out-of-place #wrong   in-place #wrong\n",
         stress.stress.unwrap_or(0),
@@ -661,7 +676,7 @@ mod tests {
                 },
             ],
         }];
-        let table = stress_table(2, 1, &stress, &series);
+        let table = stress_table(2, 1, &stress, &series, EACH_IN_ITS_OWN_REGION);
         assert!(table.starts_with(
             "# stress: 2000 back-to-back operations per size and placement on 2 ranks"
         ));

@@ -30,6 +30,10 @@
 //! no NCCL: `fused` and `symm-layer`. `--stress N` runs N back-to-back fused
 //! layer tails per size with the ranks skewed on purpose, each checked:
 //! those of `fused`, and of `triton` when it is among the contenders.
+//! With `--one-region`, every stress operation runs in the same region of the
+//! symmetric buffer, its activations changing from one operation to the
+//! next: an operation that overlaps a peer's previous one reads partials of
+//! the wrong operation, and its check fails.
 //! `--bad-input` runs every bad-input case of `codes::bad_input_cases`
 //! through `symm_all_reduce_kernel` and compares the device's code with the
 //! documented one.
@@ -39,6 +43,7 @@
 //! NTHREADS=2 target/release/06_symm_bench --contenders fused,triton,unfused-nccl -b 8M -e 512M
 //! mpirun -np 2 target/release/06_symm_bench --backend nvshmem --json l06-nvshmem.json
 //! NTHREADS=2 target/release/06_symm_bench --stress 2000 -b 4K -e 4M -f 32
+//! NTHREADS=2 target/release/06_symm_bench --stress 2000 --one-region -b 4K -e 4M -f 32
 //! NTHREADS=1 target/release/06_symm_bench --bad-input
 //! ```
 
@@ -157,6 +162,12 @@ struct Args {
     bad_input: bool,
     #[command(flatten)]
     stress: StressArgs,
+    /// With --stress: every operation in one region of the symmetric buffer
+    /// (byte offset 0), its activations changing from one operation to the
+    /// next, so that an operation that overlaps a peer's previous one shows
+    /// as wrong elements.
+    #[arg(long, requires = "stress")]
+    one_region: bool,
 }
 
 impl Args {
@@ -223,6 +234,9 @@ impl Args {
         Some(buffer_bytes(&self.sweep, &self.stress, largest) + (64 << 20))
     }
 }
+
+/// Activation sets the one-region stress mode takes in turn.
+const ONE_REGION_VARIANTS: usize = 4;
 
 const BENCH: Lesson = Lesson {
     name: "06_symm_bench",
@@ -676,31 +690,36 @@ fn run_layer(
             // before the layer's kernels start on this one (see settled()).
             symm_primitive::context::settled()
         };
-        let check_layer = |regions: usize, what: &str| -> Result<u64> {
-            let mut wrong = 0;
-            let mut got = vec![0u8; bytes];
-            for i in 0..regions {
-                out.read_at(i * bytes, &mut got)?;
-                let got_out = reference::decode(&got, dtype);
-                residual.read_at(i * bytes, &mut got)?;
-                let got_residual = reference::decode(&got, dtype);
-                for result in [
-                    reference::check_close("new residual", &got_residual, &want_residual, 0.0),
-                    reference::check_close(
-                        "output",
-                        &got_out,
-                        &want_out,
-                        reference::output_tolerance(dtype),
-                    ),
-                ] {
-                    if let Err(m) = result {
-                        eprintln!("{}wrong result: {what}, operation {i}: {m}", ctx.prefix());
-                        wrong += m.wrong as u64;
+        // Slot i's output and new residual against wants[i % wants.len()].
+        let check_against =
+            |regions: usize, what: &str, wants: &[(Vec<f32>, Vec<f32>)]| -> Result<u64> {
+                let mut wrong = 0;
+                let mut got = vec![0u8; bytes];
+                for i in 0..regions {
+                    let (want_out, want_residual) = &wants[i % wants.len()];
+                    out.read_at(i * bytes, &mut got)?;
+                    let got_out = reference::decode(&got, dtype);
+                    residual.read_at(i * bytes, &mut got)?;
+                    let got_residual = reference::decode(&got, dtype);
+                    for result in [
+                        reference::check_close("new residual", &got_residual, want_residual, 0.0),
+                        reference::check_close(
+                            "output",
+                            &got_out,
+                            want_out,
+                            reference::output_tolerance(dtype),
+                        ),
+                    ] {
+                        if let Err(m) = result {
+                            eprintln!("{}wrong result: {what}, operation {i}: {m}", ctx.prefix());
+                            wrong += m.wrong as u64;
+                        }
                     }
                 }
-            }
-            Ok(wrong)
-        };
+                Ok(wrong)
+            };
+        let wants = [(want_out, want_residual)];
+        let check_layer = |regions: usize, what: &str| check_against(regions, what, &wants);
         let compute_all = |regions: usize| -> Result<()> {
             for i in 0..regions {
                 // SAFETY: every address is live and sized for the layer.
@@ -736,8 +755,9 @@ fn run_layer(
             }
             Ok(wrong)
         };
-        let op = |contender: Contender, i: usize| -> Result<()> {
-            let a = at(i);
+        // Operation `i` of `contender` with the layer arguments `a` (the
+        // region and slots of operation `i`, unless the caller moved them).
+        let op_with = |contender: Contender, a: LayerArgs, i: usize| -> Result<()> {
             let partial = symmetric.buffer + (i * bytes) as u64;
             // SAFETY (every launch): the addresses are live and sized for the layer.
             match contender {
@@ -808,11 +828,31 @@ fn run_layer(
                 _ => unreachable!("an AllReduce-sweep contender"),
             }
         };
+        let op = |contender: Contender, i: usize| op_with(contender, at(i), i);
         if args.stress.stress.is_some() {
             // Each fused kernel, N back-to-back operations, ranks skewed.
             let ops = args.stress.stress.unwrap_or(0) as usize;
             let regions = (capacity / bytes.max(1)).max(1);
             let max_ns = u64::from(args.stress.max_skew_us) * 1000;
+            // --one-region: ONE_REGION_VARIANTS sets of activations in turn,
+            // each with its reference, every operation at byte offset 0.
+            let (variant_x, variant_wants) = if args.one_region {
+                let x = (0..ONE_REGION_VARIANTS)
+                    .map(|v| {
+                        DeviceBytes::from_slice(&reference::activations_variant(
+                            &layer,
+                            ctx.rank(),
+                            v,
+                        ))
+                    })
+                    .collect::<Result<Vec<_>>>()?;
+                let wants = (0..ONE_REGION_VARIANTS)
+                    .map(|v| reference::expected_variant(&layer, ctx.size(), dtype, v))
+                    .collect::<Vec<_>>();
+                (x, wants)
+            } else {
+                (Vec::new(), Vec::new())
+            };
             for (&kernel, rows) in stress_kernels.iter().zip(&mut stress_rows) {
                 let (mut done, mut wrong) = (0, 0);
                 while done < ops {
@@ -825,11 +865,24 @@ fn run_layer(
                         if skew > 0 {
                             spin.spin(skew, stream)?;
                         }
-                        op(kernel, k)?;
+                        if args.one_region {
+                            let a = LayerArgs {
+                                byte_offset: 0,
+                                x: variant_x[k % ONE_REGION_VARIANTS].address(),
+                                ..at(k)
+                            };
+                            op_with(kernel, a, k)?;
+                        } else {
+                            op(kernel, k)?;
+                        }
                     }
                     stream.synchronize().context("stress batch")?;
                     let what = format!("stress, {}, {bytes} B", kernel.name());
-                    wrong += check_layer(batch, &what)?;
+                    wrong += if args.one_region {
+                        check_against(batch, &what, &variant_wants)?
+                    } else {
+                        check_layer(batch, &what)?
+                    };
                     done += batch;
                 }
                 rows.push(allreduce::StressRow {
@@ -890,11 +943,22 @@ fn run_layer(
     if args.stress.stress.is_some() {
         for (kernel, rows) in stress_kernels.iter().zip(stress_rows) {
             stressed.push(allreduce::StressSeries {
-                name: format!("{}-{}", kernel.name(), args.backend.name()),
+                name: format!(
+                    "{}-{}{}",
+                    kernel.name(),
+                    args.backend.name(),
+                    if args.one_region { "-one-region" } else { "" }
+                ),
                 rows,
             });
         }
-        return allreduce::publish_stress(ctx, &args.stress, &stressed).map(|()| Vec::new());
+        let placement = if args.one_region {
+            "all in one region of the symmetric buffer, the activations changing from one to the next,"
+        } else {
+            allreduce::EACH_IN_ITS_OWN_REGION
+        };
+        return allreduce::publish_stress_where(ctx, &args.stress, &stressed, placement)
+            .map(|()| Vec::new());
     }
     for (&contender, rows) in contenders.iter().zip(rows) {
         series.push(Series {
