@@ -20,6 +20,10 @@
 #   PART=recheck lesson 03 at 2 to 8 ranks, 06_symm_bench's sweep at 2 ranks
 #   PART=stress06 06_symm_bench's stress mode on both fused kernels (CUDA and
 #                Triton) at 2 and 4 ranks
+#   PART=final   after the last change (carry .carry/threads.txz): the
+#                thread suite at GPU_TEST_RANKS=2, the one-region stress mode
+#                on both fused kernels at 2 and 4 ranks, lesson 06 at 4 and 8
+#                ranks
 #   PART=release carry .nccl/nccl-$NCCL.tar.xz: lessons 01 to 05 at 2, 3, 4 and 8
 #                ranks on that release (05 through nvcc)
 # Logs go to $OUT/$CALL/ (index.txt: each step's exit code) and come back as
@@ -53,7 +57,7 @@ E32=(env -u LD_LIBRARY_PATH NCCL_HOME=$J NVJITLINK=$NVJ XDG_CACHE_HOME=/tmp/cach
      TRITON_PYTHON=/opt/torch/.venv/bin/python)
 SHARE=(NCCL_MULTI_RANK_GPU_ENABLE=1)
 
-case ${PART:?PART=stage|lessons|stress|stress06|suite|mpi|recheck|release} in
+case ${PART:?PART=stage|lessons|stress|stress06|final|suite|mpi|recheck|release} in
 stage)
   mkdir -p $J /tmp/jit
   if [ -f .nccl/nccl-2.32.3.tar.xz ]; then
@@ -125,6 +129,28 @@ stress06)
     ops=2000; [ $n = 4 ] && ops=500
     run 06-stress-n$n 200 "${E32[@]}" NTHREADS=$n "${SHARE[@]}" $B/06_symm_bench --build nvcc --contenders fused,triton --stress $ops -b 4K -e 4M -f 32
   done
+  finish
+  ;;
+final)
+  [ -f .carry/threads.txz ] && { mkdir -p $G && tar -xJf .carry/threads.txz -C $G; }
+  B=$G/threads/bin
+  run suite-threads-n2 330 "${E32[@]}" GPU_TEST_RANKS=2 PATH=$G/threads/bin:$PATH \
+    $G/threads/cargo-nextest nextest run --archive-file $G/threads/tests.tar.zst --workspace-remap . \
+    --run-ignored all --no-fail-fast --test-threads 1
+  for n in 2 4; do
+    ops=2000; [ $n = 4 ] && ops=500
+    run 06-one-region-n$n 120 "${E32[@]}" NTHREADS=$n "${SHARE[@]}" $B/06_symm_bench --build nvcc \
+      --contenders fused,triton --stress $ops --one-region -b 4K -e 4M -f 32
+  done
+  R=("${E32[@]}" NTHREADS=4 "${SHARE[@]}")
+  run 06-cuda-f32-n4 120 "${R[@]}" $B/06_symm_primitive --build nvcc
+  run 06-cuda-bf16-n4 120 "${R[@]}" $B/06_symm_primitive --build nvcc --dtype bf16
+  run 06-jit-f32-n4 120 "${R[@]}" $B/06_symm_primitive --build jit
+  run 06-triton-f32-n4 120 "${R[@]}" $B/06_symm_primitive --kernel triton
+  run 06-bad-input-n4 120 "${R[@]}" $B/06_symm_bench --build nvcc --bad-input
+  R=("${E32[@]}" NTHREADS=8 "${SHARE[@]}")
+  run 06-cuda-f32-n8 120 "${R[@]}" $B/06_symm_primitive --build nvcc
+  run 06-triton-f32-n8 120 "${R[@]}" $B/06_symm_primitive --kernel triton
   finish
   ;;
 suite)
