@@ -64,9 +64,17 @@ fn headers_of_another_release_are_refused() {
     )
     .unwrap();
     std::fs::write(fake.path().join("include/nccl_device.h"), "").unwrap();
-    // One rank: the refusal comes at the build, before any rank needs a
-    // peer, and the NCCL then loaded (the loader's, not NCCL_HOME's, which
-    // holds no library) may be one whose ranks cannot share a GPU.
+    // NCCL_HOME must hold lib/libnccl.so.2 (a directory without it is
+    // refused before anything else): the library this machine would load,
+    // beside the other release's headers.
+    let real = std::env::var_os("NCCL_HOME")
+        .map(|home| std::path::Path::new(&home).join("lib/libnccl.so.2"))
+        .filter(|lib| lib.is_file())
+        .or_else(|| common::nccl_path::loader_search("libnccl.so.2"))
+        .expect("an NCCL to load");
+    std::fs::create_dir(fake.path().join("lib")).unwrap();
+    std::os::unix::fs::symlink(real, fake.path().join("lib/libnccl.so.2")).unwrap();
+    // One rank: the refusal comes at the build, before any rank needs a peer.
     let (code, _, stderr) = run_with(1, &[], &[("NCCL_HOME", fake.path())]);
     assert_eq!(code, Some(2), "{stderr}");
     assert!(stderr.contains("the NCCL headers are 2.99.0"), "{stderr}");

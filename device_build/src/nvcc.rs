@@ -39,7 +39,9 @@ pub fn nvcc_candidates(env: &Env) -> Vec<PathBuf> {
     if let Some(path) = &env.path {
         candidates.extend(std::env::split_paths(path).map(|dir| dir.join("nvcc")));
     }
-    candidates.push(PathBuf::from("/usr/local/cuda/bin/nvcc"));
+    // The toolkit's own place (/usr/local/cuda from the process; none in
+    // Env::default(), so that a test sees only what it made).
+    candidates.extend(env.default_toolkit.iter().map(|t| t.join("bin/nvcc")));
     // A directory named twice in PATH is looked in once.
     let mut seen = std::collections::HashSet::new();
     candidates.retain(|c| seen.insert(c.clone()));
@@ -435,6 +437,7 @@ mod tests {
         let env = Env {
             cuda_home: Some(home.clone().into()),
             path: Some(std::env::join_paths([&path_a, &path_b]).unwrap()),
+            default_toolkit: Some("/usr/local/cuda".into()),
             ..Env::default()
         };
         assert_eq!(
@@ -446,6 +449,12 @@ mod tests {
                 "/usr/local/cuda/bin/nvcc".into()
             ]
         );
+        // Env::default() names no toolkit directory: a test sees only its own.
+        let bare = Env {
+            default_toolkit: None,
+            ..env.clone()
+        };
+        assert_eq!(nvcc_candidates(&bare).len(), 3);
         touch(&path_b.join("nvcc"));
         assert_eq!(find_nvcc(&env).unwrap(), path_b.join("nvcc"));
         touch(&home.join("bin/nvcc"));
