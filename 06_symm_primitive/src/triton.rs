@@ -339,7 +339,7 @@ pub fn nccl_device_bitcode(version: NcclVersion, library: &Path) -> Result<PathB
         .parent()
         .map(|dir| dir.join("libnccl_device.bc"))
         .filter(|p| p.is_file());
-    bitcode.ok_or_else(|| {
+    let bitcode = bitcode.ok_or_else(|| {
         CannotRun::new(
             format!(
                 "no libnccl_device.bc beside {}: Triton links NCCL's device library from it",
@@ -347,7 +347,10 @@ pub fn nccl_device_bitcode(version: NcclVersion, library: &Path) -> Result<PathB
             ),
             format!("use NCCL {NCCL} from its pip wheel, which ships it in nvidia/nccl/lib: pip install --target ~/nccl-{NCCL} nvidia-nccl-cu13=={NCCL}, then NCCL_HOME=~/nccl-{NCCL}/nvidia/nccl"),
         )
-    })
+    })?;
+    // Linked into the kernel: another user must not be able to change it.
+    common::trust::check_trusted(&bitcode, "NCCL's device library")?;
+    Ok(bitcode)
 }
 
 /// What a Triton build depends on, as text (its hash names the cache
@@ -842,6 +845,12 @@ mod tests {
             nccl_device_bitcode(NCCL, &lib).unwrap(),
             dir.path().join("libnccl_device.bc")
         );
+        // One that other users could rewrite is not linked.
+        use std::os::unix::fs::PermissionsExt;
+        let bc = dir.path().join("libnccl_device.bc");
+        std::fs::set_permissions(&bc, std::fs::Permissions::from_mode(0o666)).unwrap();
+        let err = nccl_device_bitcode(NCCL, &lib).unwrap_err();
+        assert!(err.reason.contains("libnccl_device.bc"), "{}", err.reason);
     }
 
     #[test]
