@@ -41,14 +41,15 @@ fn environment_variables_are_set_only_before_threads_start() {
         let text = text.split("#[cfg(test)]").next().unwrap_or_default();
         let lines: Vec<&str> = text.lines().collect();
         for (at, line) in lines.iter().enumerate() {
-            if line.trim_start().starts_with("//") || !line.contains("set_var(") {
+            let sets = line.contains("set_var(") || line.contains("remove_var(");
+            if line.trim_start().starts_with("//") || !sets {
                 continue;
             }
             found += 1;
             let function = enclosing_fn(&lines, at).unwrap_or_default();
             if !BEFORE_THREADS.contains(&function.as_str()) {
                 wrong.push(format!(
-                    "{}:{}: set_var in {function}",
+                    "{}:{}: set_var or remove_var in {function}",
                     file.display(),
                     at + 1
                 ));
@@ -57,7 +58,7 @@ fn environment_variables_are_set_only_before_threads_start() {
     }
     assert!(
         wrong.is_empty(),
-        "set_var after threads may exist:\n{}",
+        "set_var or remove_var where threads may exist:\n{}",
         wrong.join("\n")
     );
     assert!(

@@ -418,14 +418,16 @@ pub fn fault_case(
     }
 }
 
-/// Does `cmd` ask for ranks to share GPUs (`NCCL_MULTI_RANK_GPU_ENABLE` set
-/// on it or inherited)?
+/// Does `cmd` ask for ranks to share GPUs (`NCCL_MULTI_RANK_GPU_ENABLE`
+/// on, as NCCL reads it, set on the command or inherited)?
 fn shares_gpus(cmd: &Command) -> bool {
-    let variable = std::ffi::OsStr::new(common::placement::MULTI_RANK_VARIABLE);
-    match cmd.get_envs().find(|(key, _)| *key == variable) {
-        Some((_, value)) => value.is_some(),
-        None => std::env::var_os(variable).is_some(),
-    }
+    use common::placement::{MultiRank, MULTI_RANK_VARIABLE};
+    let variable = std::ffi::OsStr::new(MULTI_RANK_VARIABLE);
+    let value = match cmd.get_envs().find(|(key, _)| *key == variable) {
+        Some((_, value)) => value.map(std::ffi::OsStr::to_os_string),
+        None => std::env::var_os(variable),
+    };
+    MultiRank::read(value.as_deref()).is_on()
 }
 
 /// After a fault case whose MPI ranks shared a GPU through an MPS server:
@@ -435,9 +437,13 @@ fn shares_gpus(cmd: &Command) -> bool {
 /// resets the GPU, and the first clients that connect next can fail at their
 /// first CUDA call ("unspecified launch failure"). The probe is `gpu-ready`,
 /// this crate's binary, beside the binaries under test; tried once a second
-/// until it succeeds or `limit` passes (then the next test reports what it
-/// finds).
+/// until it succeeds twice in a row (one success may come just before the
+/// server starts its teardown) or `limit` passes (then the next test reports
+/// what it finds). Without the probe (a `cargo test -p <lesson>` builds no
+/// testkit binary) it says so where the test output shows it, and waits
+/// a fixed 10 s.
 fn wait_until_mps_serves_again(limit: Duration) {
+    use std::io::Write;
     // Test binaries are in target/<profile>/deps/, the workspace's binaries
     // one level up: there in a cargo build and in an unpacked nextest archive.
     let probe = std::env::var_os("NEXTEST_BIN_EXE_gpu-ready")
@@ -446,23 +452,44 @@ fn wait_until_mps_serves_again(limit: Duration) {
             let exe = std::env::current_exe().ok()?;
             Some(exe.parent()?.parent()?.join("gpu-ready"))
         });
+    // Written past libtest's capture, as `skip` writes: a passing test's
+    // eprintln! is never shown.
+    let say = |text: String| {
+        let _ = writeln!(std::io::stderr().lock(), "{text}");
+    };
     let Some(probe) = probe.filter(|p| p.is_file()) else {
-        eprintln!("note: no gpu-ready binary beside the tests: not waiting for the MPS server");
+        say(
+            "note: no gpu-ready binary beside the tests (cargo build -p testkit --bin gpu-ready): \
+             waiting 10 s for the MPS server instead"
+                .into(),
+        );
+        std::thread::sleep(Duration::from_secs(10));
         return;
     };
     let start = Instant::now();
-    let mut last = String::new();
+    let (mut last, mut in_a_row) = (String::new(), 0);
     while start.elapsed() < limit {
         match Command::new(&probe).output() {
-            Ok(out) if out.status.success() => return,
-            Ok(out) => last = String::from_utf8_lossy(&out.stderr).trim().to_owned(),
-            Err(e) => last = format!("{}: {e}", probe.display()),
+            Ok(out) if out.status.success() => {
+                in_a_row += 1;
+                if in_a_row == 2 {
+                    return;
+                }
+            }
+            Ok(out) => {
+                in_a_row = 0;
+                last = String::from_utf8_lossy(&out.stderr).trim().to_owned();
+            }
+            Err(e) => {
+                in_a_row = 0;
+                last = format!("{}: {e}", probe.display());
+            }
         }
         std::thread::sleep(Duration::from_secs(1));
     }
-    eprintln!(
+    say(format!(
         "note: the GPU was not usable by a new process {limit:?} after the fault case: {last}"
-    );
+    ));
 }
 
 impl FaultEnd {
@@ -1251,6 +1278,23 @@ pub fn cuda_driver_present() -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sharing_is_read_as_nccl_reads_the_variable() {
+        let variable = common::placement::MULTI_RANK_VARIABLE;
+        let with = |value: &str| {
+            let mut cmd = Command::new("true");
+            cmd.env(variable, value);
+            shares_gpus(&cmd)
+        };
+        assert!(with("1"));
+        assert!(with("0x1"));
+        assert!(!with("0"));
+        assert!(!with("yes"));
+        let mut removed = Command::new("true");
+        removed.env_remove(variable);
+        assert!(!shares_gpus(&removed));
+    }
 
     /// Skips only when `skip_is_seen_in_a_plain_test_run` runs it, as a child.
     #[test]
