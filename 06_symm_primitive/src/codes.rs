@@ -53,13 +53,15 @@ pub enum Shape {
 }
 
 impl Shape {
-    /// The launch's (grid, block) for a 1-D launch of `blocks` x `threads`:
-    /// the same number of threads in all, arranged in this shape.
+    /// The launch's (grid, block) for a 1-D launch of `blocks` x `threads`,
+    /// arranged in this shape: never more blocks than `blocks` (the rank's
+    /// share of the GPU), but 2 for the 2-D grid when `blocks` is 1; never
+    /// more threads per block than `threads`.
     pub fn dims(self, blocks: u32, threads: u32) -> ((u32, u32, u32), (u32, u32, u32)) {
         match self {
             Shape::OneD => ((blocks, 1, 1), (threads, 1, 1)),
-            Shape::TwoDGrid => ((blocks.div_ceil(2), 2, 1), (threads, 1, 1)),
-            Shape::TwoDBlock => ((blocks, 1, 1), (threads.div_ceil(2), 2, 1)),
+            Shape::TwoDGrid => (((blocks / 2).max(1), 2, 1), (threads, 1, 1)),
+            Shape::TwoDBlock => ((blocks, 1, 1), ((threads / 2).max(1), 2, 1)),
         }
     }
 }
@@ -246,6 +248,18 @@ mod tests {
             num_elements: (1 << 20) / 4,
             reduce_op: REDUCE_SUM,
             dtype: DTYPE_FLOAT32,
+        }
+    }
+
+    #[test]
+    fn a_shaped_launch_stays_within_the_share() {
+        for blocks in [1u32, 2, 33, 66, 132] {
+            for shape in [Shape::OneD, Shape::TwoDGrid, Shape::TwoDBlock] {
+                let ((gx, gy, gz), (bx, by, bz)) = shape.dims(blocks, 512);
+                assert!(gx * gy * gz <= blocks.max(2), "{shape:?} {blocks}");
+                assert!(bx * by * bz <= 512, "{shape:?} {blocks}");
+                assert_eq!(gy * gz * by * bz == 1, shape == Shape::OneD);
+            }
         }
     }
 

@@ -163,7 +163,9 @@ fn launcher_says_rank_0() -> bool {
 
 /// Can a report be written at `path` (given as `option`)? It is opened for
 /// appending, created if missing, and removed again if this created it: an
-/// existing file is left as it was, and nothing is left behind.
+/// existing file is left as it was, and nothing is left behind. (A link to a
+/// file not yet written keeps its link; its target is created empty, as the
+/// report would create it.)
 pub fn check_writable(option: &str, path: &std::path::Path) -> Result<(), CannotRun> {
     let refuse = |why: String| {
         CannotRun::new(
@@ -174,7 +176,9 @@ pub fn check_writable(option: &str, path: &std::path::Path) -> Result<(), Cannot
     if path.is_dir() {
         return Err(refuse("is a directory".into()));
     }
-    let existed = path.exists();
+    // The name itself, not what it points to: a link to a file not yet
+    // written exists, and must not be removed after the check.
+    let existed = std::fs::symlink_metadata(path).is_ok();
     std::fs::OpenOptions::new()
         .append(true)
         .create(true)
@@ -446,6 +450,18 @@ pub fn progress(ctx: &RankContext, steps: usize, what: &str) -> indicatif::Progr
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_link_to_a_report_not_yet_written_is_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let link = dir.path().join("report.json");
+        std::os::unix::fs::symlink(dir.path().join("target.json"), &link).unwrap();
+        check_writable("--json", &link).unwrap();
+        assert!(
+            std::fs::symlink_metadata(&link).is_ok(),
+            "the link was removed"
+        );
+    }
     use super::*;
     use clap::Parser;
 
