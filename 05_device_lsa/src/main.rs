@@ -135,7 +135,7 @@ fn device_lsa(ctx: &RankContext, args: &Args) -> Result<()> {
     let stream = gpu.new_stream().context("Step 1: create a stream")?;
     ctx.println_ordered(format!("  Rank {rank} using GPU device {}", ctx.device()))?;
 
-    // Step 2: Build the kernels for this GPU and this NCCL (nvcc and a host shim, or NVRTC and nvJitLink), or reuse the cached build.
+    // Step 2: Build the kernels (nvcc and a host shim, or NVRTC and nvJitLink), or reuse the cached build.
     // NOTE: device code only runs with the NCCL release it was built for:
     // nvcc compiles against the loaded NCCL's headers; the jit route links
     // with the loaded NCCL's own device library. Rank 0 builds first and the
@@ -179,7 +179,7 @@ fn device_lsa(ctx: &RankContext, args: &Args) -> Result<()> {
         );
     }
 
-    // Step 3: Load the kernels (cuModuleLoadData) and the means to make a device communicator, and check that both match the NCCL in use.
+    // Step 3: Load the kernels (cuModuleLoadData) and the shim, and check both match the NCCL in use.
     let cubin_path = built.simple_cubin();
     let cubin = std::fs::read(cubin_path)
         .with_context(|| format!("Step 3: read {}", cubin_path.display()))?;
@@ -234,7 +234,7 @@ fn device_lsa(ctx: &RankContext, args: &Args) -> Result<()> {
         .context("Step 6: fill the send buffer")?;
     ctx.println_ordered(format!("  Rank {rank} initialized data with value {rank}"))?;
 
-    // Step 7: Create the device communicator with one LSA barrier per block (ncclDevCommCreate, through the shim or directly).
+    // Step 7: Create the device communicator with one LSA barrier per block (ncclDevCommCreate).
     // NOTE: collective, like the window registration. The device communicator
     // is a plain struct the kernel takes by value; its barriers live in memory
     // NCCL allocated for this communicator. The fast kernels run up to one
@@ -380,7 +380,7 @@ fn device_lsa(ctx: &RankContext, args: &Args) -> Result<()> {
         size - 1
     ));
 
-    // Step 10: Destroy the device communicator, deregister the windows, free the buffers, destroy the communicator.
+    // Step 10: Release: the device communicator, the windows, the buffers, the communicator.
     dev_comm.destroy().context("Step 10: ncclDevCommDestroy")?;
     send_window
         .deregister()

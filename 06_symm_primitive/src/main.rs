@@ -208,7 +208,7 @@ fn symm_primitive_lesson(ctx: &RankContext, args: &Args) -> Result<()> {
         );
     }
 
-    // Step 2: Build the library and the user kernels for this GPU and backend (nvcc, or NVRTC and nvJitLink with NCCL's or NVSHMEM's device library, or Triton's compiler with the library as LLVM bitcode), or reuse the cached build.
+    // Step 2: Build the library and the user kernels (nvcc, NVRTC and nvJitLink, or Triton), or reuse the cache.
     // NOTE: rank 0 builds first and the others wait, so that they find the
     // cache filled instead of all compiling at once.
     let arch = format!("sm_{major}{minor}");
@@ -302,7 +302,7 @@ fn symm_primitive_lesson(ctx: &RankContext, args: &Args) -> Result<()> {
         dtype.name()
     ));
 
-    // Step 3: Set up the backend's symmetric memory: a communicator, a window and a device communicator with one LSA barrier (NCCL), or NVSHMEM initialised from a unique id that rank 0 shares and a buffer from nvshmem_malloc.
+    // Step 3: Set up symmetric memory: a window and a device communicator (NCCL), or nvshmem_malloc (NVSHMEM).
     // NOTE: every call here is collective: every rank, the same order.
     let bytes = LAYER.elements() * dtype.size();
     let nvshmem_found = match args.backend {
@@ -383,7 +383,7 @@ fn symm_primitive_lesson(ctx: &RankContext, args: &Args) -> Result<()> {
         bytes >> 20
     ))?;
 
-    // Step 4: Load the module (cuModuleLoadData) and, for NVSHMEM, initialise its device state (nvshmemx_cumodule_init).
+    // Step 4: Load the module (cuModuleLoadData); for NVSHMEM, also nvshmemx_cumodule_init.
     let module = Module::load(&cubin).context("Step 4: load the module")?;
     let module_init = match &nvshmem_session {
         // SAFETY: the module stays loaded until after the guard is dropped (Step 9).
@@ -446,7 +446,7 @@ fn symm_primitive_lesson(ctx: &RankContext, args: &Args) -> Result<()> {
     };
     let context = DeviceBytes::from_slice(&context_bytes).context("Step 5: copy the context")?;
 
-    // Step 6: Upload this rank's inputs: its activations and weight rows, the residual and the RMSNorm weight.
+    // Step 6: Upload this rank's inputs: activations, weight rows, residual and RMSNorm weight.
     let x = DeviceBytes::from_slice(&reference::activations(&LAYER, rank))
         .context("Step 6: activations")?;
     let w =
@@ -458,7 +458,7 @@ fn symm_primitive_lesson(ctx: &RankContext, args: &Args) -> Result<()> {
     let out = DeviceBytes::zeroed(bytes).context("Step 6: output")?;
     let status = DeviceBytes::from_slice(&[i32::MIN]).context("Step 6: status word")?;
 
-    // Step 7: Launch the fused kernel cooperatively, every block resident: compute, symm_all_reduce, residual + RMSNorm.
+    // Step 7: Launch the fused kernel cooperatively: compute, symm_all_reduce, residual + RMSNorm.
     // NOTE: symm_all_reduce waits for every block of the grid, so the grid
     // must fit on the GPU at once; cuLaunchCooperativeKernel checks that.
     // One block of 512 threads per multiprocessor fits (launch bounds; the
@@ -514,7 +514,7 @@ fn symm_primitive_lesson(ctx: &RankContext, args: &Args) -> Result<()> {
     })?;
     ctx.println_root(format!("Kernel {kernel_name} completed on every rank"));
 
-    // Step 8: Verify every element of the output and the new residual on every rank against the CPU reference.
+    // Step 8: Verify every output and new-residual element on every rank against the CPU reference.
     let (want_out, want_residual) = reference::expected(&LAYER, size, dtype);
     let mut got = vec![0u8; bytes];
     out.read(&mut got).context("Step 8: copy the output")?;
@@ -540,7 +540,7 @@ fn symm_primitive_lesson(ctx: &RankContext, args: &Args) -> Result<()> {
     ))?;
     ctx.println_root("Layer tail verified on every rank: PASSED");
 
-    // Step 9: Release in order: the device communicator, the window, the buffer and the communicator (NCCL), or the module's NVSHMEM state, the buffer and NVSHMEM itself.
+    // Step 9: Release in order: device communicator, window, buffer, communicator; or NVSHMEM's state and heap.
     drop((context, grid_sync, x, w, residual, gamma, out, status));
     drop(module_init);
     symmetric.release()?;
