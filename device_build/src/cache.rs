@@ -201,7 +201,13 @@ pub fn read_output(path: &Path) -> Result<Vec<u8>> {
 /// checked: they are copied into an anonymous memory file (`memfd_create`),
 /// which no other process can change, and the loader opens that. Loading
 /// by path would open the file a second time, after the check.
-pub fn open_library(path: &Path) -> Result<libloading::Library> {
+///
+/// NOTE: the memory file stays open as long as the library is loaded
+/// ([`LoadedLibrary`]). The loader matches an already loaded library by the
+/// name it was opened with, `/proc/self/fd/N`: were the file closed after
+/// loading, the next library given the same fd number would be handed
+/// this one.
+pub fn open_library(path: &Path) -> Result<LoadedLibrary> {
     use std::io::Write;
     use std::os::fd::{AsRawFd, FromRawFd};
     let bytes = read_output(path)?;
@@ -218,10 +224,63 @@ pub fn open_library(path: &Path) -> Result<libloading::Library> {
     let by_fd = format!("/proc/self/fd/{}", file.as_raw_fd());
     let flags = libloading::os::unix::RTLD_NOW | libloading::os::unix::RTLD_LOCAL;
     // SAFETY: the library's initialisers are those of a plain C++ library
-    // built by this crate (the shim); the mapping outlives the fd.
+    // built by this crate (the shim); `file` is kept open beside it.
     let library = unsafe { libloading::os::unix::Library::open(Some(&by_fd), flags) }
         .with_context(|| format!("dlopen {} (from memory)", path.display()))?;
-    Ok(library.into())
+    Ok(LoadedLibrary {
+        library: Some(library.into()),
+        memory: Some((file, by_fd)),
+    })
+}
+
+/// A loaded shared library ([`libloading::Library`] through `Deref`) and,
+/// when [`open_library`] loaded it from a memory file, that file: closed
+/// only after the library is, so that no other library is opened under
+/// the same `/proc/self/fd/N` name while this one is loaded.
+pub struct LoadedLibrary {
+    library: Option<libloading::Library>,
+    memory: Option<(std::fs::File, String)>,
+}
+
+impl std::ops::Deref for LoadedLibrary {
+    type Target = libloading::Library;
+
+    fn deref(&self) -> &libloading::Library {
+        self.library.as_ref().expect("taken only on drop")
+    }
+}
+
+/// A library loaded by path (no memory file to keep).
+impl From<libloading::Library> for LoadedLibrary {
+    fn from(library: libloading::Library) -> Self {
+        Self {
+            library: Some(library),
+            memory: None,
+        }
+    }
+}
+
+impl Drop for LoadedLibrary {
+    fn drop(&mut self) {
+        drop(self.library.take());
+        let Some((file, by_fd)) = self.memory.take() else {
+            return;
+        };
+        // A library the loader does not unload on dlclose (one marked
+        // NODELETE, or still used by another) keeps its name: the file then
+        // stays open, so that the name stays its own.
+        let flags = libloading::os::unix::RTLD_NOW | libc::RTLD_NOLOAD;
+        // SAFETY: RTLD_NOLOAD loads nothing and runs no initialiser; it only
+        // returns a handle (released at once) if the name is still loaded.
+        let still_loaded = unsafe { libloading::os::unix::Library::open(Some(&by_fd), flags) };
+        match still_loaded {
+            Ok(handle) => {
+                drop(handle);
+                std::mem::forget(file);
+            }
+            Err(_) => drop(file),
+        }
+    }
 }
 
 /// The file in a build directory that records its key and its outputs' hashes.
@@ -626,6 +685,79 @@ mod tests {
         fs::write(built.file("libanswer.so"), "not the library").unwrap();
         let err = open_library(&built.file("libanswer.so")).err().unwrap();
         assert!(err.downcast_ref::<CannotRun>().is_some(), "{err:#}");
+    }
+
+    #[test]
+    fn two_libraries_loaded_one_after_the_other_are_each_their_own() {
+        // Each from its own memory file: the loader matches a library
+        // already loaded by its name (/proc/self/fd/N), so a second library
+        // given the first's fd number would be the first again.
+        fn compile(dir: &Path, number: i32) -> Result<()> {
+            fs::write(
+                dir.join("number.c"),
+                format!("int number(void) {{ return {number}; }}\n"),
+            )?;
+            let status = std::process::Command::new("cc")
+                .args(["-shared", "-fPIC", "-o", "libnumber.so", "number.c"])
+                .current_dir(dir)
+                .status()?;
+            anyhow::ensure!(status.success(), "cc failed");
+            Ok(())
+        }
+        if std::process::Command::new("cc")
+            .arg("--version")
+            .output()
+            .is_err()
+        {
+            return;
+        }
+        let tmp = tempfile::tempdir().unwrap();
+        let root = CacheRoot::Kept(tmp.path().join("cache"));
+        let first = |dir: &Path| compile(dir, 1);
+        let second = |dir: &Path| compile(dir, 2);
+        let built: Vec<Built> = [
+            ("first", &first as &dyn Fn(&Path) -> Result<()>),
+            ("second", &second),
+        ]
+        .into_iter()
+        .map(|(key, compile)| {
+            let job = Job {
+                key_text: key.into(),
+                outputs: vec!["libnumber.so".into()],
+                compile,
+            };
+            build_or_reuse(&job, &root).unwrap()
+        })
+        .collect();
+        let libraries: Vec<_> = built
+            .iter()
+            .map(|b| open_library(&b.file("libnumber.so")).unwrap())
+            .collect();
+        let numbers: Vec<i32> = libraries
+            .iter()
+            .map(|library| {
+                // SAFETY: number.c's function, with its signature.
+                let number: libloading::Symbol<unsafe extern "C" fn() -> i32> =
+                    unsafe { library.get(b"number\0") }.unwrap();
+                unsafe { number() }
+            })
+            .collect();
+        assert_eq!(numbers, [1, 2]);
+        // Closed, then opened again in the other order: the fd numbers
+        // come back, and each is still its own library.
+        drop(libraries);
+        let again: Vec<i32> = built
+            .iter()
+            .rev()
+            .map(|b| {
+                let library = open_library(&b.file("libnumber.so")).unwrap();
+                // SAFETY: number.c's function, with its signature.
+                let number: libloading::Symbol<unsafe extern "C" fn() -> i32> =
+                    unsafe { library.get(b"number\0") }.unwrap();
+                unsafe { number() }
+            })
+            .collect();
+        assert_eq!(again, [2, 1]);
     }
 
     #[test]

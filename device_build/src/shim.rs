@@ -35,7 +35,7 @@ pub struct Shim {
     /// `sizeof(ncclLLA2AHandle)`.
     ll_handle_size: usize,
     // Last: the functions above point into it.
-    _library: libloading::Library,
+    _library: crate::cache::LoadedLibrary,
 }
 
 enum Calls {
@@ -226,7 +226,7 @@ impl Shim {
                 layout: Layout::from_size_align(DEV_COMM_SIZE_2_32_3, 8)
                     .context("ncclDevComm's size and alignment")?,
                 ll_handle_size: 0,
-                _library: library,
+                _library: library.into(),
             })
         }
     }
