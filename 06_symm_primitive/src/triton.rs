@@ -237,6 +237,10 @@ pub fn find_python(candidates: &[PathBuf]) -> Result<Python, CannotRun> {
                 let stdout = String::from_utf8_lossy(&out.stdout);
                 let mut lines = stdout.lines();
                 let triton = lines.next().unwrap_or("").trim().to_string();
+                // What the interpreter imports runs as this process's user
+                // too: Triton's package and Python's own prefix (its
+                // standard library) are checked like the interpreter.
+                check_imported(&stdout)?;
                 let canonical = path.canonicalize().unwrap_or_else(|_| path.clone());
                 let identity = std::iter::once(format!("resolves to {}", canonical.display()))
                     .chain(lines.map(str::to_string))
@@ -270,6 +274,23 @@ pub fn find_python(candidates: &[PathBuf]) -> Result<Python, CannotRun> {
         ),
         "pip install 'triton>=3.6' (no GPU needed to compile), or set TRITON_PYTHON to a Python that has it",
     ))
+}
+
+/// Exit 2 (with the fix) if another user could change the Triton package
+/// (the directory of the `triton at` file the probe prints) or Python's
+/// `sys.prefix` (its `prefix` line), as the interpreter reported them in
+/// `probe_output`.
+fn check_imported(probe_output: &str) -> Result<(), CannotRun> {
+    for line in probe_output.lines() {
+        if let Some(file) = line.strip_prefix("triton at ") {
+            let file = Path::new(file.trim());
+            let package = file.parent().unwrap_or(file);
+            common::trust::check_trusted(package, "Triton")?;
+        } else if let Some(prefix) = line.strip_prefix("prefix ") {
+            common::trust::check_trusted(Path::new(prefix.trim()), "Python (its sys.prefix)")?;
+        }
+    }
+    Ok(())
 }
 
 /// `TRITON_PYTHON`, when set, must name a program: its path, or a name on
@@ -722,6 +743,45 @@ mod tests {
         std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
         let err = find_python(&[fake]).unwrap_err();
         assert!(err.reason.starts_with("Python at "), "{}", err.reason);
+        assert!(err.reason.contains("mode 0777"), "{}", err.reason);
+    }
+
+    #[test]
+    fn a_triton_package_others_can_write_is_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let package = dir.path().join("site-packages").join("triton");
+        std::fs::create_dir_all(&package).unwrap();
+        std::fs::create_dir(dir.path().join("prefix")).unwrap();
+        let fake = dir.path().join("python");
+        let probe = |package: &Path| {
+            std::fs::write(
+                &fake,
+                format!(
+                    "#!/bin/sh\necho 3.6.0\necho python 3.12.0\necho prefix {}\necho triton at {}/__init__.py\n",
+                    dir.path().join("prefix").display(),
+                    package.display()
+                ),
+            )
+            .unwrap();
+            std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+        };
+        probe(&package);
+        assert!(find_python(std::slice::from_ref(&fake)).is_ok());
+        std::fs::set_permissions(&package, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let err = find_python(std::slice::from_ref(&fake)).unwrap_err();
+        let shown = format!("Triton at {} is not used", package.display());
+        assert!(err.reason.starts_with(&shown), "{}", err.reason);
+        assert!(err.reason.contains("mode 0777"), "{}", err.reason);
+        std::fs::set_permissions(&package, std::fs::Permissions::from_mode(0o755)).unwrap();
+        // Python's own prefix (its standard library), the same.
+        std::fs::set_permissions(
+            dir.path().join("prefix"),
+            std::fs::Permissions::from_mode(0o777),
+        )
+        .unwrap();
+        let err = find_python(std::slice::from_ref(&fake)).unwrap_err();
+        assert!(err.reason.contains("sys.prefix"), "{}", err.reason);
         assert!(err.reason.contains("mode 0777"), "{}", err.reason);
     }
 
