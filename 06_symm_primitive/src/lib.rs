@@ -276,8 +276,8 @@ pub fn build_nccl(plan: &Plan, cache: &CacheRoot) -> Result<NcclBuilt> {
 
 /// The options checked before any rank starts (`common::run_checked`), on
 /// any machine: the NVSHMEM backend needs one process per GPU, and its
-/// library must be found. Names its bootstrap plugin ([`bootstrap_plugin`])
-/// while no other thread exists.
+/// library must be found. Names its bootstrap plugin by its full, checked
+/// path ([`nvshmem::bootstrap_plugin`]) while no other thread exists.
 pub fn check_backend(backend: Backend, launch_mode: &str) -> Result<(), CannotRun> {
     if backend != Backend::Nvshmem {
         return Ok(());
@@ -289,33 +289,22 @@ pub fn check_backend(backend: Backend, launch_mode: &str) -> Result<(), CannotRu
         ));
     }
     let found = nvshmem::find(&nvshmem::Search::from_process())?;
-    if let Some(plugin) =
-        bootstrap_plugin(&found, std::env::var_os(BOOTSTRAP_PLUGIN_VARIABLE).as_ref())
-    {
-        // NOTE: set here because the option check runs before any thread
-        // starts (common::run_checked calls it first, in every MPI
-        // process): set_var while another thread may read the environment
-        // is undefined behaviour (unsafe from edition 2024), and by a rank's
-        // body the CUDA driver and MPI run threads of their own.
-        std::env::set_var(BOOTSTRAP_PLUGIN_VARIABLE, plugin);
-    }
+    let plugin = nvshmem::bootstrap_plugin(
+        &found,
+        std::env::var_os(BOOTSTRAP_PLUGIN_VARIABLE).as_deref(),
+    )?;
+    // NOTE: set here because the option check runs before any thread
+    // starts (common::run_checked calls it first, in every MPI process):
+    // set_var while another thread may read the environment is undefined
+    // behaviour (unsafe from edition 2024), and by a rank's body the CUDA
+    // driver and MPI run threads of their own. Always a full path, even
+    // where the user named the plugin bare: NVSHMEM's loader would search
+    // LD_LIBRARY_PATH first and could load a file nothing checked.
+    std::env::set_var(BOOTSTRAP_PLUGIN_VARIABLE, plugin);
     Ok(())
 }
 
-/// The variable NVSHMEM reads for its unique-id bootstrap plugin.
-pub const BOOTSTRAP_PLUGIN_VARIABLE: &str = "NVSHMEM_BOOTSTRAP_UID_PLUGIN";
-
-/// The bootstrap plugin to name in [`BOOTSTRAP_PLUGIN_VARIABLE`], unless the
-/// user named one (`named`): NVSHMEM dlopens it by name, and its RPATH
-/// (`$ORIGIN`) finds it beside the host library; naming the file beside
-/// the library found makes that independent of how it was found.
-pub fn bootstrap_plugin(
-    found: &nvshmem::Found,
-    named: Option<&std::ffi::OsString>,
-) -> Option<PathBuf> {
-    let plugin = found.root.join("lib/nvshmem_bootstrap_uid.so.3");
-    (named.is_none() && plugin.is_file()).then_some(plugin)
-}
+pub use nvshmem::BOOTSTRAP_PLUGIN_VARIABLE;
 
 /// `--kernel triton` runs on the NCCL backend only: its library is built
 /// against NCCL's device bitcode, not NVSHMEM's. It needs a Python with

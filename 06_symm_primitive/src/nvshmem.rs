@@ -8,7 +8,7 @@
 //! so this backend runs under `mpirun` only (`check_backend` refuses it in
 //! thread mode).
 
-use std::ffi::{c_int, c_uint, c_void, OsString};
+use std::ffi::{c_int, c_uint, c_void, OsStr, OsString};
 use std::path::{Path, PathBuf};
 
 use anyhow::{ensure, Context, Result};
@@ -105,6 +105,74 @@ pub fn find(search: &Search) -> Result<Found, CannotRun> {
     ))
 }
 
+impl Found {
+    /// Exit 2 (with the fix) if another user could change what the build
+    /// takes from NVSHMEM: the device library linked into the kernel, and
+    /// the headers NVRTC includes (common::trust).
+    pub fn check_build_inputs(&self) -> Result<(), CannotRun> {
+        common::trust::check_trusted(&self.device_library, "NVSHMEM's device library")?;
+        common::trust::check_trusted(&self.include, "NVSHMEM's headers")
+    }
+}
+
+/// The file name of NVSHMEM's unique-id bootstrap plugin, which its host
+/// library `dlopen`s unless `NVSHMEM_BOOTSTRAP_UID_PLUGIN` names another.
+pub const BOOTSTRAP_PLUGIN: &str = "nvshmem_bootstrap_uid.so.3";
+
+/// The full path of the bootstrap plugin to name in
+/// `NVSHMEM_BOOTSTRAP_UID_PLUGIN`, checked (common::trust): the one the user
+/// `named` there, else NVSHMEM's own. A name with a slash is that file; a
+/// bare name is found as the loader would find it
+/// (`common::nccl_path::loader_search`: `LD_LIBRARY_PATH` first), else
+/// beside the host library. Exit 2 (with the fix) if it is nowhere, or
+/// another user could change it: NVSHMEM is then given the file checked,
+/// never a name its loader might resolve to another.
+pub fn bootstrap_plugin(found: &Found, named: Option<&OsStr>) -> Result<PathBuf, CannotRun> {
+    resolve_plugin(found, named, common::nccl_path::loader_search)
+}
+
+/// [`bootstrap_plugin`], with the loader's search given (`loader_search`).
+fn resolve_plugin(
+    found: &Found,
+    named: Option<&OsStr>,
+    loader_search: impl Fn(&str) -> Option<PathBuf>,
+) -> Result<PathBuf, CannotRun> {
+    let beside = |name: &Path| found.host_library.with_file_name(name);
+    let plugin = match named.filter(|n| !n.is_empty()) {
+        None => Some(beside(Path::new(BOOTSTRAP_PLUGIN)))
+            .filter(|p| p.is_file())
+            .or_else(|| loader_search(BOOTSTRAP_PLUGIN)),
+        Some(named) => {
+            let path = Path::new(named);
+            if path.components().count() > 1 || path.has_root() {
+                std::path::absolute(path).ok().filter(|p| p.is_file())
+            } else {
+                named
+                    .to_str()
+                    .and_then(&loader_search)
+                    .or_else(|| Some(beside(path)).filter(|p| p.is_file()))
+            }
+        }
+    };
+    let Some(plugin) = plugin else {
+        let what = named.map_or(BOOTSTRAP_PLUGIN.into(), |n| {
+            format!("NVSHMEM_BOOTSTRAP_UID_PLUGIN={}", n.to_string_lossy())
+        });
+        return Err(CannotRun::new(
+            format!(
+                "--backend nvshmem: NVSHMEM's bootstrap plugin {what} was found nowhere (not on LD_LIBRARY_PATH, not in the loader's directories, not beside {})",
+                found.host_library.display()
+            ),
+            format!(
+                "set NVSHMEM_BOOTSTRAP_UID_PLUGIN to the plugin's full path, or unset it to use {} beside NVSHMEM's host library (the nvidia-nvshmem-cu13 wheel has it)",
+                BOOTSTRAP_PLUGIN
+            ),
+        ));
+    };
+    common::trust::check_trusted(&plugin, "NVSHMEM's bootstrap plugin")?;
+    Ok(plugin)
+}
+
 // ---------------------------------------------------------------------------
 // The module: NVRTC -> LTO-IR, nvJitLink with libnvshmem_device.a -> cubin.
 // ---------------------------------------------------------------------------
@@ -135,6 +203,7 @@ impl Target {
     /// NVRTC, nvJitLink and the CUDA headers, found as the jit route finds
     /// them (`NVRTC`, `NVJITLINK`, the Python environment, `CUDA_HOME`).
     pub fn find(env: &Env, arch: &str, nvshmem: Found) -> Result<Self> {
+        nvshmem.check_build_inputs()?;
         let sites = jit::site_packages(env, &nvshmem.root.join("lib/x"));
         let nvrtc_path = jit::find_nvrtc(env, &sites)?;
         let nvjitlink_path = jit::find_nvjitlink(env, &sites)?;
@@ -318,24 +387,18 @@ pub struct Library {
 impl Library {
     pub fn load(found: &Found) -> Result<Self> {
         let path = &found.host_library;
-        // NVSHMEM dlopens its unique-id bootstrap plugin by name, which the
-        // option check (crate::check_backend) named beside the host library
-        // in NVSHMEM_BOOTSTRAP_UID_PLUGIN: there, before any thread starts,
-        // not here, where the CUDA driver's threads may read the environment.
-        // Both are loaded from paths the environment names: refused (exit
-        // 2) if another user could change them (common::trust). A plugin
-        // named without a slash is found by the loader beside the library.
+        // NVSHMEM dlopens its unique-id bootstrap plugin from
+        // NVSHMEM_BOOTSTRAP_UID_PLUGIN, which the option check
+        // (crate::check_backend) set to a full, checked path
+        // ([`bootstrap_plugin`]): there, before any thread starts, not here,
+        // where the CUDA driver's threads may read the environment. Both are
+        // loaded from paths the environment names: refused (exit 2) if
+        // another user could change them (common::trust).
         common::trust::check_trusted(path, "NVSHMEM's host library")?;
-        if let Some(named) = std::env::var_os("NVSHMEM_BOOTSTRAP_UID_PLUGIN") {
-            let named = Path::new(&named);
-            let named = match named.parent() {
-                Some(dir) if !dir.as_os_str().is_empty() => named.to_path_buf(),
-                _ => found.root.join("lib").join(named),
-            };
-            if named.exists() {
-                common::trust::check_trusted(&named, "NVSHMEM's bootstrap plugin")?;
-            }
-        }
+        check_plugin_variable(
+            found,
+            std::env::var_os(BOOTSTRAP_PLUGIN_VARIABLE).as_deref(),
+        )?;
         // SAFETY: NVSHMEM's initialisers have no preconditions; the symbol
         // types are nvshmemx_api.h's and nvshmem_api.h's.
         unsafe {
@@ -546,6 +609,27 @@ impl Drop for ModuleInit<'_> {
     }
 }
 
+/// The variable NVSHMEM reads for its unique-id bootstrap plugin.
+pub const BOOTSTRAP_PLUGIN_VARIABLE: &str = "NVSHMEM_BOOTSTRAP_UID_PLUGIN";
+
+/// `NVSHMEM_BOOTSTRAP_UID_PLUGIN` as NVSHMEM will read it (`value`) must be
+/// the full path [`bootstrap_plugin`] gives: a bare name or no value would
+/// let the loader pick a file nothing checked.
+fn check_plugin_variable(found: &Found, value: Option<&OsStr>) -> Result<(), CannotRun> {
+    let plugin = bootstrap_plugin(found, value)?;
+    if value.is_some_and(|v| Path::new(v).is_absolute()) {
+        return Ok(());
+    }
+    Err(CannotRun::new(
+        format!(
+            "{BOOTSTRAP_PLUGIN_VARIABLE} is {}, not a full path: NVSHMEM's loader could load another file than {} (checked)",
+            value.map_or("unset".into(), |v| format!("'{}'", v.to_string_lossy())),
+            plugin.display()
+        ),
+        format!("set {BOOTSTRAP_PLUGIN_VARIABLE}={}", plugin.display()),
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -574,6 +658,113 @@ mod tests {
         let refused = err.downcast_ref::<super::CannotRun>().expect("exit code 2");
         assert!(
             refused.reason.contains("NVSHMEM's host library"),
+            "{refused:?}"
+        );
+    }
+
+    /// An NVSHMEM root in `tmp` with every file `find` looks for (empty),
+    /// and the bootstrap plugin beside the host library.
+    fn nvshmem_root(tmp: &Path) -> Found {
+        let root = tmp.join("nvidia/nvshmem");
+        for file in [
+            "lib/libnvshmem_host.so.3",
+            "lib/libnvshmem_device.a",
+            "lib/nvshmem_bootstrap_uid.so.3",
+            "include/nvshmem.h",
+        ] {
+            let path = root.join(file);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, "").unwrap();
+        }
+        find(&Search {
+            nvshmem_home: Some(root.into()),
+            ..Search::default()
+        })
+        .unwrap()
+    }
+
+    fn chmod(path: &Path, mode: u32) {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+    }
+
+    #[test]
+    fn the_bootstrap_plugin_is_always_named_by_its_full_checked_path() {
+        let tmp = tempfile::tempdir().unwrap();
+        let found = nvshmem_root(tmp.path());
+        let beside = found.root.join("lib").join(BOOTSTRAP_PLUGIN);
+        let nowhere = |_: &str| None;
+        // Not named: NVSHMEM's own, beside the host library.
+        assert_eq!(resolve_plugin(&found, None, nowhere).unwrap(), beside);
+        // Named bare: where the loader finds it first (LD_LIBRARY_PATH),
+        // not beside the library.
+        let other = tmp.path().join("ld-path");
+        std::fs::create_dir(&other).unwrap();
+        std::fs::write(other.join(BOOTSTRAP_PLUGIN), "").unwrap();
+        let on_ld_path = |name: &str| Some(other.join(name)).filter(|p| p.is_file());
+        let bare = OsStr::new(BOOTSTRAP_PLUGIN);
+        assert_eq!(
+            resolve_plugin(&found, Some(bare), on_ld_path).unwrap(),
+            other.join(BOOTSTRAP_PLUGIN)
+        );
+        // ... and checked there: a directory others can write is refused.
+        chmod(&other, 0o777);
+        let err = resolve_plugin(&found, Some(bare), on_ld_path).unwrap_err();
+        assert!(err.reason.contains("bootstrap plugin"), "{err:?}");
+        assert!(err.reason.contains("mode 0777"), "{err:?}");
+        // Named bare, not on the loader's path: beside the host library.
+        assert_eq!(resolve_plugin(&found, Some(bare), nowhere).unwrap(), beside);
+        // A bare name found nowhere is refused, not left to the loader.
+        let err = resolve_plugin(&found, Some(OsStr::new("libnone.so")), nowhere).unwrap_err();
+        assert!(err.reason.contains("libnone.so"), "{err:?}");
+        assert!(err.fix.contains("full path"), "{err:?}");
+        // A full path is that file, checked.
+        let full = other.join(BOOTSTRAP_PLUGIN);
+        let err = resolve_plugin(&found, Some(full.as_os_str()), nowhere).unwrap_err();
+        assert!(err.reason.contains("mode 0777"), "{err:?}");
+        chmod(&other, 0o755);
+        assert_eq!(
+            resolve_plugin(&found, Some(full.as_os_str()), nowhere).unwrap(),
+            full
+        );
+        // NVSHMEM's own missing, and the loader finds none: refused.
+        std::fs::remove_file(&beside).unwrap();
+        let err = resolve_plugin(&found, None, nowhere).unwrap_err();
+        assert!(err.reason.contains(BOOTSTRAP_PLUGIN), "{err:?}");
+    }
+
+    #[test]
+    fn the_library_is_loaded_only_with_the_plugin_named_by_full_path() {
+        let tmp = tempfile::tempdir().unwrap();
+        let found = nvshmem_root(tmp.path());
+        let beside = found.root.join("lib").join(BOOTSTRAP_PLUGIN);
+        assert!(check_plugin_variable(&found, Some(beside.as_os_str())).is_ok());
+        for value in [None, Some(OsStr::new(BOOTSTRAP_PLUGIN))] {
+            let err = check_plugin_variable(&found, value).unwrap_err();
+            assert!(err.reason.contains("not a full path"), "{err:?}");
+            assert!(err.fix.contains(&beside.display().to_string()), "{err:?}");
+        }
+    }
+
+    #[test]
+    fn a_device_library_or_headers_others_can_write_are_not_built_with() {
+        let tmp = tempfile::tempdir().unwrap();
+        let found = nvshmem_root(tmp.path());
+        assert!(found.check_build_inputs().is_ok());
+        chmod(&found.include, 0o777);
+        let err = found.check_build_inputs().unwrap_err();
+        assert!(err.reason.contains("NVSHMEM's headers"), "{err:?}");
+        chmod(&found.include, 0o755);
+        chmod(&found.root.join("lib"), 0o777);
+        let err = found.check_build_inputs().unwrap_err();
+        assert!(err.reason.contains("NVSHMEM's device library"), "{err:?}");
+        // Target::find checks them before anything else.
+        let err = Target::find(&Env::default(), "sm_90", found)
+            .err()
+            .expect("refused");
+        let refused = err.downcast_ref::<CannotRun>().expect("exit code 2");
+        assert!(
+            refused.reason.contains("NVSHMEM's device library"),
             "{refused:?}"
         );
     }
