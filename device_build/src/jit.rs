@@ -169,7 +169,9 @@ pub fn find_nvjitlink(env: &Env, sites: &[PathBuf]) -> Result<PathBuf, CannotRun
 /// The include directories NVRTC needs for the CUDA headers: the runtime's
 /// (`cuda_runtime.h`, `cuda_fp16.h`, ...) and CCCL's (`cuda/std/...`), from
 /// the wheels (`nvidia/cu13/include` and `nvidia/cu13/include/cccl`) or from a
-/// toolkit (`include`, and `include/cccl` from CUDA 13 on).
+/// toolkit (`include`, and `include/cccl` from CUDA 13 on). Each directory
+/// is one no other user can change (common::trust), else exit 2: NVRTC
+/// compiles what they hold into the kernel.
 pub fn find_cuda_headers(env: &Env, sites: &[PathBuf]) -> Result<Vec<PathBuf>, CannotRun> {
     let mut roots: Vec<PathBuf> = sites
         .iter()
@@ -186,6 +188,9 @@ pub fn find_cuda_headers(env: &Env, sites: &[PathBuf]) -> Result<Vec<PathBuf>, C
             let mut dirs = vec![runtime.clone()];
             if cccl != *runtime {
                 dirs.push(cccl);
+            }
+            for dir in &dirs {
+                common::trust::check_trusted(dir, "the CUDA headers")?;
             }
             Ok(dirs)
         }
@@ -1077,6 +1082,28 @@ mod tests {
                 site.join("nvidia/cu13/include/cccl")
             ]
         );
+    }
+
+    #[test]
+    fn cuda_headers_others_can_write_are_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let tmp = tempfile::tempdir().unwrap();
+        let site = tmp.path().join("site");
+        touch(&site.join("nvidia/cu13/include/cuda_runtime.h"));
+        touch(&site.join("nvidia/cu13/include/cccl/cuda/std/cstdint"));
+        let sites = std::slice::from_ref(&site);
+        assert!(find_cuda_headers(&Env::default(), sites).is_ok());
+        let chmod = |dir: &Path, mode| {
+            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(mode)).unwrap()
+        };
+        for open in ["nvidia/cu13/include/cccl", "nvidia/cu13/include", "nvidia"] {
+            let open = site.join(open);
+            chmod(&open, 0o777);
+            let err = find_cuda_headers(&Env::default(), sites).unwrap_err();
+            assert!(err.reason.contains("the CUDA headers"), "{err}");
+            assert!(err.reason.contains("mode 0777"), "{err}");
+            chmod(&open, 0o755);
+        }
     }
 
     #[test]
