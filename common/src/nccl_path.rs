@@ -308,34 +308,12 @@ pub fn reexec_with_pip_nccl() -> Result<(), CannotRun> {
     let Some(candidate) = found.into_iter().next() else {
         return Ok(());
     };
-    if let Some(open) = writable_by_others(&candidate.library) {
-        return Err(CannotRun::new(
-            format!(
-                "NCCL found at {} (through {}), but {} can be written by other users: it is not loaded from there",
-                candidate.library.display(),
-                candidate.through,
-                open.display()
-            ),
-            "install NCCL where only you or root can write (a virtual environment of your own, or the system's packages)",
-        ));
+    if let Some(open) = crate::trust::find_untrusted(&candidate.library) {
+        return Err(untrusted_nccl(&candidate, &open));
     }
-    let base = std::env::temp_dir();
-    crate::cleanup::remove_stale(&base, LINK_DIR_PREFIX);
-    let dir = match crate::cleanup::OwnedDir::create(&base, LINK_DIR_PREFIX) {
-        Ok(dir) => dir,
-        Err(err) => {
-            eprintln!("warning: could not make a private directory in {} for NCCL's libnccl.so link: {err}", base.display());
-            return Ok(());
-        }
-    };
-    if let Err(err) = std::os::unix::fs::symlink(&candidate.library, dir.path().join("libnccl.so"))
-    {
-        eprintln!(
-            "warning: could not link libnccl.so to {}: {err}",
-            candidate.library.display()
-        );
+    let Some(dir) = make_link_dir(&std::env::temp_dir(), &candidate.library)? else {
         return Ok(());
-    }
+    };
     // The environment the program was started with, not the one it has now:
     // a lesson may have set variables for itself before the launcher ran
     // (lesson 02 points NCCL's log at a file of its own), and the restarted
@@ -363,6 +341,100 @@ pub fn reexec_with_pip_nccl() -> Result<(), CannotRun> {
         candidate.library.display()
     );
     Ok(())
+}
+
+/// The refusal of `candidate`, because of `open` on its way. Where another
+/// user owns that step, only they could change it: the fix says so (as
+/// [`crate::trust::refusal`] does) instead of asking for a `chmod`.
+fn untrusted_nccl(candidate: &Candidate, open: &crate::trust::Untrusted) -> CannotRun {
+    let found = format!(
+        "NCCL found at {} (through {})",
+        candidate.library.display(),
+        candidate.through
+    );
+    match open.owner {
+        Some(_) => CannotRun::new(
+            format!(
+                "{found}, but {} {}: it is not loaded from there",
+                open.path.display(),
+                open.why
+            ),
+            crate::trust::refusal(&candidate.library, "NCCL", open).fix,
+        ),
+        None => CannotRun::new(
+            format!(
+                "{found}, but {} can be written by other users: it is not loaded from there",
+                open.path.display()
+            ),
+            "install NCCL where only you or root can write (a virtual environment of your own, or the system's packages)",
+        ),
+    }
+}
+
+/// The directory the private link directory is made in: `base` (the
+/// system's temporary directory, from `TMPDIR`) as an absolute path, so that
+/// the re-executed program finds it wherever it runs. Refused with exit code
+/// 2 if another user could rename or replace what is made in it: a step on
+/// the way that others can write (a sticky one that root or this user owns,
+/// as `/tmp`, excepted) or that another user owns; see
+/// [`crate::trust::find_untrusted_place`].
+fn link_dir_base(base: &Path) -> Result<PathBuf, CannotRun> {
+    const FIX: &str = "set TMPDIR to a directory only you can write \
+                       (for example: mkdir -m 700 -p ~/tmp && export TMPDIR=~/tmp)";
+    let absolute = std::path::absolute(base).map_err(|e| {
+        CannotRun::new(
+            format!(
+                "the temporary directory {} is relative and the current directory is unknown ({e})",
+                base.display()
+            ),
+            FIX,
+        )
+    })?;
+    match crate::trust::find_untrusted_place(&absolute) {
+        None => Ok(absolute),
+        Some(open) => Err(CannotRun::new(
+            format!(
+                "NCCL's libnccl.so link would be made in {}, but {} {}, so another user could replace it",
+                absolute.display(),
+                open.path.display(),
+                open.why
+            ),
+            FIX,
+        )),
+    }
+}
+
+/// Makes the private directory in `base` (see [`link_dir_base`]) with its one
+/// link, `libnccl.so` -> `library`. The link's target is absolute: a relative
+/// one (from a relative `NCCL_HOME` or `PATH` entry) would be read against the
+/// link directory and lead nowhere. `Ok(None)`, after a warning, if the
+/// directory or link cannot be made: the preflight then reports what it finds.
+fn make_link_dir(
+    base: &Path,
+    library: &Path,
+) -> Result<Option<crate::cleanup::OwnedDir>, CannotRun> {
+    let base = link_dir_base(base)?;
+    crate::cleanup::remove_stale(&base, LINK_DIR_PREFIX);
+    let dir = match crate::cleanup::OwnedDir::create(&base, LINK_DIR_PREFIX) {
+        Ok(dir) => dir,
+        Err(err) => {
+            eprintln!(
+                "warning: could not make a private directory in {} for NCCL's libnccl.so link: {err}",
+                base.display()
+            );
+            return Ok(None);
+        }
+    };
+    let linked = std::path::absolute(library)
+        .and_then(|target| std::os::unix::fs::symlink(target, dir.path().join("libnccl.so")));
+    if let Err(err) = linked {
+        eprintln!(
+            "warning: could not link libnccl.so to {}: {err}",
+            library.display()
+        );
+        return Ok(None);
+    }
+    Ok(Some(dir))
 }
 
 /// The environment this process was started with: `/proc/self/environ`
@@ -459,7 +531,8 @@ fn without_entry(paths: &OsStr, dir: &Path) -> Option<OsString> {
 /// made for itself before it restarted? The restart keeps the pid, so the
 /// name must carry this host and pid (`cleanup::owner_prefix`); it must be a
 /// directory (not a link) of this user's with mode 0700, in a directory
-/// where no other user can rename it, and its `libnccl.so` a link to a file
+/// where no other user can rename it (no step above it that others can
+/// write or that another user owns), and its `libnccl.so` a link to a file
 /// no other user can write. Anything else (a variable left from another
 /// process, set by hand, a directory someone else made) is not loaded from,
 /// and not removed. Err says why.
@@ -487,15 +560,15 @@ fn check_link_dir(dir: &Path) -> Result<(), String> {
     if meta.mode() & 0o777 != 0o700 {
         return Err(format!("it has mode {:04o}, not 0700", meta.mode() & 0o777));
     }
+    // Every step above it, not only its parent, and each as itself (a
+    // link judged as a link): see `crate::trust::find_untrusted_place`.
     let parent = dir.parent().unwrap_or(Path::new("/"));
-    let parent_meta = std::fs::metadata(parent)
-        .map_err(|e| format!("{} cannot be read ({e})", parent.display()))?;
-    let sticky = parent_meta.mode() & 0o1000 != 0;
-    let parent_owner_ok = parent_meta.uid() == me || parent_meta.uid() == 0;
-    if !parent_owner_ok || (parent_meta.mode() & 0o022 != 0 && !sticky) {
+    if let Some(open) = crate::trust::find_untrusted_place(parent) {
         return Err(format!(
-            "{} lets other users rename what is in it",
-            parent.display()
+            "other users could rename what is in {}: {} {}",
+            parent.display(),
+            open.path.display(),
+            open.why
         ));
     }
     let link = dir.join("libnccl.so");
@@ -560,7 +633,151 @@ mod tests {
         let in_open = crate::cleanup::OwnedDir::create(open.path(), LINK_DIR_PREFIX).unwrap();
         std::os::unix::fs::symlink(&lib, in_open.path().join("libnccl.so")).unwrap();
         let err = check_link_dir(in_open.path()).unwrap_err();
-        assert!(err.contains("lets other users rename"), "{err}");
+        assert!(err.contains("other users could rename"), "{err}");
+    }
+
+    /// `<tmp>/open` (mode 0777, not sticky) and in it `tmp` (this user's,
+    /// 0700): a TMPDIR whose own mode is fine but which another user could
+    /// rename away and replace.
+    fn tmpdir_under_an_open_directory(root: &Path) -> PathBuf {
+        let open = root.join("open");
+        let tmp = open.join("tmp");
+        std::fs::create_dir_all(&tmp).unwrap();
+        std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o700)).unwrap();
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
+        tmp
+    }
+
+    #[test]
+    fn a_link_directory_below_a_directory_others_can_write_is_refused() {
+        // Its parent is private; the old check looked at the parent only.
+        let root = tempfile::tempdir().unwrap();
+        let lib = root.path().join("lib/libnccl.so.2");
+        touch(&lib);
+        let tmp = tmpdir_under_an_open_directory(root.path());
+        let dir = crate::cleanup::OwnedDir::create(&tmp, LINK_DIR_PREFIX).unwrap();
+        std::os::unix::fs::symlink(&lib, dir.path().join("libnccl.so")).unwrap();
+        let err = check_link_dir(dir.path()).unwrap_err();
+        assert!(err.contains("other users could rename"), "{err}");
+        assert!(
+            err.contains(&format!(
+                "{} has mode 0777",
+                root.path().join("open").display()
+            )),
+            "{err}"
+        );
+        std::fs::set_permissions(
+            root.path().join("open"),
+            std::fs::Permissions::from_mode(0o755),
+        )
+        .unwrap();
+        assert_eq!(check_link_dir(dir.path()), Ok(()));
+    }
+
+    #[test]
+    fn no_link_directory_is_made_in_a_tmpdir_others_can_replace() {
+        let root = tempfile::tempdir().unwrap();
+        let lib = root.path().join("lib/libnccl.so.2");
+        touch(&lib);
+        let tmp = tmpdir_under_an_open_directory(root.path());
+        let err = make_link_dir(&tmp, &lib).unwrap_err();
+        assert!(
+            err.reason.contains(&format!(
+                "{} has mode 0777",
+                root.path().join("open").display()
+            )),
+            "{err}"
+        );
+        assert!(
+            err.fix
+                .starts_with("set TMPDIR to a directory only you can write"),
+            "{}",
+            err.fix
+        );
+        let err = anyhow::Error::from(err);
+        assert_eq!(crate::exit_code(&err), crate::EXIT_CANNOT_RUN);
+        assert!(testkit::leftovers(&tmp, &[LINK_DIR_PREFIX]).is_empty());
+        // A TMPDIR that is itself open and not sticky: the same.
+        std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o777)).unwrap();
+        std::fs::set_permissions(
+            root.path().join("open"),
+            std::fs::Permissions::from_mode(0o755),
+        )
+        .unwrap();
+        let err = make_link_dir(&tmp, &lib).unwrap_err();
+        assert!(
+            err.reason
+                .contains(&format!("{} has mode 0777", tmp.display())),
+            "{err}"
+        );
+        // Sticky and this user's (or root's), as /tmp: the directory is made.
+        std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o1777)).unwrap();
+        let dir = make_link_dir(&tmp, &lib).unwrap().expect("made");
+        assert_eq!(check_link_dir(dir.path()), Ok(()));
+    }
+
+    #[test]
+    fn a_relative_library_path_is_linked_by_its_absolute_path() {
+        // A relative NCCL_HOME (or PATH entry) names the library relative
+        // to the current directory; the link is read relative to the link
+        // directory, where such a target leads nowhere.
+        let root = tempfile::tempdir().unwrap();
+        let lib = root.path().join("nccl/lib/libnccl.so.2");
+        touch(&lib);
+        let cwd = std::env::current_dir().unwrap();
+        let up = "../".repeat(cwd.components().count() - 1);
+        let relative = Path::new(&up).join(lib.strip_prefix("/").unwrap());
+        assert!(relative.is_relative() && relative.is_file(), "{relative:?}");
+        let base = root.path().join("tmp");
+        std::fs::create_dir(&base).unwrap();
+        let dir = make_link_dir(&base, &relative).unwrap().expect("made");
+        let link = dir.path().join("libnccl.so");
+        let target = std::fs::read_link(&link).unwrap();
+        assert!(target.is_absolute(), "{target:?}");
+        assert_eq!(
+            link.canonicalize().unwrap(),
+            lib.canonicalize().unwrap(),
+            "the link leads to the library"
+        );
+        assert_eq!(check_link_dir(dir.path()), Ok(()));
+    }
+
+    #[test]
+    fn nccl_of_another_user_is_refused_without_a_chmod_fix() {
+        let library = PathBuf::from("/home/bob/venv/lib/libnccl.so.2");
+        let candidate = Candidate {
+            library: library.clone(),
+            through: "NCCL_HOME=/home/bob/venv".into(),
+        };
+        let open = crate::trust::Untrusted {
+            path: "/home/bob".into(),
+            why: "belongs to uid 1001, neither this user (uid 1000) nor root".into(),
+            owner: Some(1001),
+        };
+        let err = untrusted_nccl(&candidate, &open);
+        assert!(
+            err.reason.contains("/home/bob belongs to uid 1001"),
+            "{err}"
+        );
+        assert!(
+            err.fix
+                .starts_with("/home/bob is owned by uid 1001 (not you, not root): ask its owner"),
+            "{}",
+            err.fix
+        );
+        assert!(!err.fix.contains("chmod"), "{}", err.fix);
+        // Open to others: the message lesson 01's test reads.
+        let open = crate::trust::Untrusted {
+            why: "has mode 0777: other users can write it".into(),
+            owner: None,
+            ..open
+        };
+        let err = untrusted_nccl(&candidate, &open);
+        assert!(
+            err.reason
+                .contains("/home/bob can be written by other users"),
+            "{err}"
+        );
     }
 
     #[test]
