@@ -1230,11 +1230,12 @@ mod tests {
         );
     }
 
-    /// A directory tree under the test's own temporary directory, every
-    /// directory 0755, with `open` (a directory on the way) made 0775.
-    fn group_writable(dir: &Path) {
+    /// `dir`, a directory on the way, made writable by every user (0777
+    /// without the sticky bit: refused for anyone; group write alone may be
+    /// allowed, in a user's private group).
+    fn writable_by_all(dir: &Path) {
         use std::os::unix::fs::PermissionsExt;
-        fs::set_permissions(dir, fs::Permissions::from_mode(0o775)).unwrap();
+        fs::set_permissions(dir, fs::Permissions::from_mode(0o777)).unwrap();
     }
 
     #[test]
@@ -1253,7 +1254,7 @@ mod tests {
         assert!(find_nvjitlink(&env, &sites).is_ok());
         assert!(find_device_library(&env, &nccl, version).is_ok());
         // Three levels above the files, not their parent.
-        group_writable(&site);
+        writable_by_all(&site);
         let shown = site.display().to_string();
         for err in [
             find_nvrtc(&env, &sites).unwrap_err(),
@@ -1262,7 +1263,7 @@ mod tests {
         ] {
             assert!(err.reason.contains("is not used"), "{err}");
             assert!(
-                err.reason.contains(&format!("{shown} has mode 0775")),
+                err.reason.contains(&format!("{shown} has mode 0777")),
                 "{err}"
             );
             assert!(err.fix.contains("chmod go-w"), "{}", err.fix);
@@ -1280,7 +1281,7 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let lib = tmp.path().join("open/lib/libnvrtc.so.13");
         touch(&lib);
-        group_writable(&tmp.path().join("open"));
+        writable_by_all(&tmp.path().join("open"));
         let err = Nvrtc::load(&lib).err().expect("refused");
         assert!(err.downcast_ref::<CannotRun>().is_some(), "{err:#}");
         let err = NvJitLink::load(&lib).err().expect("refused");
