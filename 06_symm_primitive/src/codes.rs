@@ -251,6 +251,23 @@ mod tests {
         }
     }
 
+    /// The rank's own bytes go through the caller's address, in both
+    /// backends: the window's second mapping of them, used beside the
+    /// caller's, would be the virtual aliasing the CUDA Programming Guide
+    /// wants `fence.proxy.alias` for. (Read from the header: no run on one
+    /// GPU showed a wrong element either way.)
+    #[test]
+    fn the_own_slot_is_read_and_written_through_the_callers_address() {
+        let header = include_str!("../kernels/symm_comm.cuh");
+        assert_eq!(
+            header
+                .matches("p == rank ? local_ptr + byte_offset")
+                .count(),
+            2,
+            "each backend's peers[] must take local_ptr + byte_offset for p == rank"
+        );
+    }
+
     #[test]
     fn a_shaped_launch_stays_within_the_share() {
         for blocks in [1u32, 2, 33, 66, 132] {
