@@ -5,10 +5,10 @@
 //! `GPU_TEST_RANKS` ranks (see testkit::gpu_ranks). The report's assembly
 //! is tested without one in `src/bin/bench.rs`.
 //!
-//! Run on one H100 with 2 ranks sharing it (NCCL 2.30.7,
-//! `NCCL_MULTI_RANK_GPU_ENABLE=1`), 2026-11-25: passes; against the
-//! benchmark as it was before the fix it fails, the header printed twice
-//! and the JSON holding no series.
+//! Before the fix every JSON the benchmark's layer-tail runs left in
+//! `runs/2026-11-25` (calls 24 to 35) holds `"series": []`; with it, this
+//! test passed in the thread suite at 2 ranks on one H100
+//! (`runs/2026-11-25/call74/suite-threads-n2.log`).
 
 use bench::report::Report;
 use testkit::{gpu_ranks, LessonUnderTest};
