@@ -444,20 +444,20 @@ fn shares_gpus(cmd: &Command) -> bool {
 /// a fixed 10 s.
 fn wait_until_mps_serves_again(limit: Duration) {
     use std::io::Write;
-    // Test binaries are in target/<profile>/deps/, the workspace's binaries
-    // one level up: there in a cargo build and in an unpacked nextest archive.
-    let probe = std::env::var_os("NEXTEST_BIN_EXE_gpu-ready")
-        .map(PathBuf::from)
-        .or_else(|| {
-            let exe = std::env::current_exe().ok()?;
-            Some(exe.parent()?.parent()?.join("gpu-ready"))
-        });
+    // As `binary` finds a binary under test; else beside the workspace's
+    // binaries, one level above the test binaries in target/<profile>/deps/
+    // (in a cargo build and in an unpacked nextest archive).
+    let beside = std::env::current_exe()
+        .ok()
+        .and_then(|exe| Some(exe.parent()?.parent()?.join("gpu-ready")))
+        .unwrap_or_default();
+    let probe = binary("gpu-ready", &beside.to_string_lossy());
     // Written past libtest's capture, as `skip` writes: a passing test's
     // eprintln! is never shown.
     let say = |text: String| {
         let _ = writeln!(std::io::stderr().lock(), "{text}");
     };
-    let Some(probe) = probe.filter(|p| p.is_file()) else {
+    if !probe.is_file() {
         say(
             "note: no gpu-ready binary beside the tests (cargo build -p testkit --bin gpu-ready): \
              waiting 10 s for the MPS server instead"
@@ -465,7 +465,7 @@ fn wait_until_mps_serves_again(limit: Duration) {
         );
         std::thread::sleep(Duration::from_secs(10));
         return;
-    };
+    }
     let start = Instant::now();
     let (mut last, mut in_a_row) = (String::new(), 0);
     while start.elapsed() < limit {
