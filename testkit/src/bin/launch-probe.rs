@@ -2,8 +2,9 @@
 //!
 //! Shows what every lesson gets from `common` before NCCL enters: ranks as
 //! threads or MPI processes, a unique id shared from rank 0, a barrier,
-//! rank-ordered output, and failure handling. The tests drive its scenarios;
-//! it is also a quick check of an MPI installation:
+//! rank-ordered output, and failure handling. It lives in `testkit` beside the
+//! tests that drive its scenarios (`tests/launch.rs`, `tests/sharing.rs`,
+//! `tests/nccl_link_dir.rs`); it is also a quick check of an MPI installation:
 //!
 //! ```text
 //! NTHREADS=4 cargo run --bin launch-probe
