@@ -1,5 +1,5 @@
 //! Lesson 03's building blocks, shared by the lesson (`main.rs`) and its
-//! benchmark (`bin/bench.rs`): who sends how much to whom, where each block
+//! benchmark (`03_alltoallv_bench`, in `benchmarks/`): who sends how much to whom, where each block
 //! sits in the buffers, what every element holds, and the `alltoallv`
 //! exchange itself.
 //!

@@ -1,4 +1,4 @@
-//! Lesson 03 and its benchmark on 2 emulated nodes (issue 25): each rank
+//! Lesson 03 on 2 emulated nodes (issue 25): each rank
 //! gets its own NCCL_HOSTID through `tools/emulate-nodes`, so the sends and
 //! receives between nodes go over NCCL's network transport. Up to 2.28 the
 //! windows register and the lesson verifies; from 2.29, without GIN,
@@ -23,25 +23,6 @@ fn verifies_or_refuses_a_null_window_across_two_emulated_nodes() {
         &[],
         Emulated {
             verified: Some("Results structure verified correctly"),
-            refused: &["NULL window"],
-        },
-    );
-}
-
-#[test]
-#[ignore = "needs 2 GPUs"]
-fn the_benchmark_finds_no_wrong_element_across_two_emulated_nodes() {
-    let bench = LessonUnderTest::new(
-        "03_alltoallv_bench",
-        env!("CARGO_BIN_EXE_03_alltoallv_bench"),
-        env!("CARGO_MANIFEST_DIR"),
-    );
-    bench.assert_on_two_emulated_nodes(
-        gpu_ranks(),
-        &["-b", "8", "-e", "1M", "-f", "32", "-n", "5", "-w", "2"],
-        Emulated {
-            // exit 0 means 0 wrong elements (a wrong one exits 1)
-            verified: Some("# NCCL "),
             refused: &["NULL window"],
         },
     );

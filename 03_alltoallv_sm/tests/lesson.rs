@@ -6,7 +6,7 @@
 use std::process::Command;
 use std::time::Duration;
 
-use testkit::{gpu_ranks, run_with_timeout, stopped_by_ctrl_c, Disturb};
+use testkit::{gpu_ranks, run_with_timeout};
 
 testkit::lesson_tests!("03_alltoallv_sm");
 
@@ -68,73 +68,4 @@ fn buffers_larger_than_the_gpu_exit_2() {
         stderr.contains("GiB per GPU for 4 ranks, and this GPU has"),
         "{stderr}"
     );
-}
-
-#[test]
-#[ignore = "needs 2 GPUs"]
-fn benchmark_runs_and_finds_no_wrong_element() {
-    let bench = lesson().sibling(
-        "03_alltoallv_bench",
-        env!("CARGO_BIN_EXE_03_alltoallv_bench"),
-    );
-    // 1K..1M by 2: 11 sizes, in the three registration modes.
-    bench.assert_benchmark_clean(
-        gpu_ranks(),
-        &[
-            "-b", "1K", "-e", "1M", "-n", "3", "-w", "1", "--trials", "2",
-        ],
-        3,
-        11,
-    );
-    bench.assert_benchmark_clean(
-        gpu_ranks(),
-        &["-b", "64K", "-e", "1M", "-n", "3", "--unaligned", "-R", "2"],
-        1,
-        5,
-    );
-}
-
-/// `--json` and `--svg` are checked before the GPU is looked for, not after
-/// the sweep.
-#[test]
-fn benchmark_refuses_an_output_path_it_cannot_write_before_the_sweep() {
-    let bench = lesson().sibling(
-        "03_alltoallv_bench",
-        env!("CARGO_BIN_EXE_03_alltoallv_bench"),
-    );
-    let out = bench.run(
-        1,
-        &["--json", "/nonexistent/dir/x.json"],
-        Duration::from_secs(60),
-    );
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{stderr}");
-    assert!(
-        stderr.contains("--json /nonexistent/dir/x.json"),
-        "{stderr}"
-    );
-}
-
-#[test]
-#[ignore = "needs 2 GPUs"]
-fn fault_ctrl_c_stops_the_benchmark_mid_sweep() {
-    // The fault matrix's benchmark case (docs/src/testing.md): Ctrl-C while
-    // every rank is busy timing. Threads get SIGINT; under mpirun, mpirun
-    // gets it and stops the ranks with SIGTERM.
-    let ranks = gpu_ranks();
-    let bench = lesson().sibling(
-        "03_alltoallv_bench",
-        env!("CARGO_BIN_EXE_03_alltoallv_bench"),
-    );
-    bench
-        .fault(
-            ranks,
-            None,
-            &["-b", "1K", "-e", "1G", "-n", "200"],
-            // NCCL is set up and the sweep (minutes long) under way by then.
-            "Launch: ",
-            Disturb::CtrlC(Duration::from_secs(3)),
-            &[],
-        )
-        .assert_clean(&stopped_by_ctrl_c(0, ranks));
 }

@@ -1,12 +1,11 @@
 //! Lesson 05's building blocks, shared by the lesson (`main.rs`) and its
-//! benchmark (`bin/bench.rs`): the kernel sources, which the `device_build`
-//! crate builds at run time (nvcc and its host shim, or NVRTC + nvJitLink
-//! with NCCL's device library), loading and launching kernels ([`launch`]),
+//! benchmark (`05_allreduce_bench`, in `benchmarks/src/bin/`): the kernel
+//! sources, which the `device_build` crate builds at run time (nvcc and its
+//! host shim, or NVRTC + nvJitLink with NCCL's device library), loading and launching kernels ([`launch`]),
 //! and the fast kernels' choice of algorithm and grid ([`fast`]).
 
 pub mod fast;
 pub mod launch;
-pub mod prims;
 
 use std::path::{Path, PathBuf};
 
@@ -39,11 +38,6 @@ pub const FAST_C: Source = Source {
     file: "allreduce_lsa_fast_c.cu",
     text: include_str!("../kernels/allreduce_lsa_fast_c.cu"),
 };
-/// The AllReduce made of NCCL's own primitives (jit route only).
-pub const PRIMS: Source = Source {
-    file: "allreduce_nccl_prims.cu",
-    text: include_str!("../kernels/allreduce_nccl_prims.cu"),
-};
 /// What the C-API sources use from nccl_device_wrapper.h: NCCL 2.32.3's
 /// names, checked in the wrapper before compiling.
 pub const WRAPPER_NAMES: [&str; 8] = [
@@ -75,18 +69,11 @@ pub fn defines() -> Vec<(String, String)> {
     ]
 }
 
-/// The lesson's device code, for both routes. `with_prims`: the jit build
-/// also holds the NCCL-primitives kernels (the benchmark's); they are left
-/// out of the lesson's build because linking NCCL's reduce/copy loops is
-/// most of the jit route's cold build time.
-pub fn program(with_prims: bool) -> Program {
-    let mut jit_kernels = vec![KERNEL_C, FAST_C];
-    if with_prims {
-        jit_kernels.push(PRIMS);
-    }
+/// The lesson's device code, for both routes.
+pub fn program() -> Program {
     Program {
         nvcc_kernels: vec![KERNEL, FAST],
-        jit_kernels,
+        jit_kernels: vec![KERNEL_C, FAST_C],
         defines: defines(),
         wrapper_names: WRAPPER_NAMES.to_vec(),
     }
@@ -99,9 +86,8 @@ pub fn build_tool_found() -> Result<(), CannotRun> {
     route::some_route_found(&Env::from_process())
 }
 
-/// The route for `build` on this GPU and the loaded NCCL, and why
-/// (`with_prims`: see [`program`]).
-pub fn choose_route(build: Build, major: i32, minor: i32, with_prims: bool) -> Result<Chosen> {
+/// The route for `build` on this GPU and the loaded NCCL, and why.
+pub fn choose_route(build: Build, major: i32, minor: i32) -> Result<Chosen> {
     let nccl = loaded_nccl()?;
     route::choose(
         build,
@@ -109,7 +95,7 @@ pub fn choose_route(build: Build, major: i32, minor: i32, with_prims: bool) -> R
         &format!("sm_{major}{minor}"),
         nccl.version,
         &nccl.path,
-        &program(with_prims),
+        &program(),
     )
 }
 
@@ -120,7 +106,6 @@ pub struct Built {
     pub build: cache::Built,
     simple: PathBuf,
     fast: PathBuf,
-    prims: Option<PathBuf>,
     shim: Option<PathBuf>,
     nccl: NcclVersion,
     library: PathBuf,
@@ -135,10 +120,6 @@ impl Built {
     /// route `allreduce_oneshot_ll`).
     pub fn fast_cubin(&self) -> &Path {
         &self.fast
-    }
-    /// The module of the NCCL-primitives kernels (jit route, built with them).
-    pub fn prims_cubin(&self) -> Option<&Path> {
-        self.prims.as_deref()
     }
     /// How this route makes the device communicator: the shim (nvcc), or
     /// NCCL called directly with 2.32.3's requirements layout (jit).
@@ -172,7 +153,6 @@ pub fn build(plan: &Plan, cache: &CacheRoot) -> Result<Built> {
                 route: "nvcc",
                 simple: built.cubin(&KERNEL),
                 fast: built.cubin(&FAST),
-                prims: None,
                 shim: Some(built.shim.clone()),
                 nccl: target.nccl,
                 library: target.library.clone(),
@@ -182,12 +162,10 @@ pub fn build(plan: &Plan, cache: &CacheRoot) -> Result<Built> {
         Plan::Jit(target) => {
             let build = jit::build_or_reuse(target, cache)?;
             let cubin = build.file(jit::CUBIN);
-            let with_prims = target.kernels.contains(&PRIMS);
             Built {
                 route: "jit",
                 simple: cubin.clone(),
-                fast: cubin.clone(),
-                prims: with_prims.then_some(cubin),
+                fast: cubin,
                 shim: None,
                 nccl: target.nccl,
                 library: target.library.clone(),
@@ -198,22 +176,17 @@ pub fn build(plan: &Plan, cache: &CacheRoot) -> Result<Built> {
 }
 
 /// [`build`], falling back to nvcc under `--build auto` when the jit build
-/// fails for want of a tool ([`route::build_or_fall_back`]). Not when
-/// `with_prims`: NCCL's primitives exist on the jit route alone.
+/// fails for want of a tool ([`route::build_or_fall_back`]).
 pub fn build_chosen(
     requested: Build,
     chosen: &mut Chosen,
     cache: &CacheRoot,
     (major, minor): (i32, i32),
-    with_prims: bool,
 ) -> Result<Built> {
-    if with_prims {
-        return build(&chosen.plan, cache);
-    }
     route::build_or_fall_back(
         requested,
         chosen,
         |plan| build(plan, cache),
-        || choose_route(Build::Nvcc, major, minor, with_prims),
+        || choose_route(Build::Nvcc, major, minor),
     )
 }

@@ -42,8 +42,8 @@
 //! same AllReduce made as fast as the links allow (16-byte vectors, a grid
 //! sized to the GPU, a barrier-free one-shot over NCCL's LL protocol for
 //! small buffers, a two-shot for large ones; see `fast.rs` and the README's
-//! "Making it fast"). `05_allreduce_bench` measures both against NCCL. On
-//! the jit route part two is the two-shot kernel at every size: NCCL
+//! "Making it fast"). `05_allreduce_bench` (in `benchmarks/`) measures both
+//! against NCCL. On the jit route part two is the two-shot kernel at every size: NCCL
 //! 2.32.3's wrapper has no LL API for the one-shot.
 //!
 //! Left out on purpose: multimem (NVLink SHARP) and the GPU-initiated
@@ -142,12 +142,11 @@ fn device_lsa(ctx: &RankContext, args: &Args) -> Result<()> {
     // others wait, so that they find the cache filled instead of all
     // compiling at once.
     let mut chosen = ctx.all_ok(
-        choose_route(args.build, major, minor, false)
-            .context("Step 2: choose how to build the kernels"),
+        choose_route(args.build, major, minor).context("Step 2: choose how to build the kernels"),
     )?;
     let cache = Env::from_process().cache_root(CACHE_NAME);
     let built = cache::root_first(ctx, "Step 2: build the kernels", || {
-        build_chosen(args.build, &mut chosen, &cache, (major, minor), false)
+        build_chosen(args.build, &mut chosen, &cache, (major, minor))
     })?;
     if ctx.is_root() {
         eprintln!("note: build route: {} ({})", chosen.plan.name(), chosen.why);

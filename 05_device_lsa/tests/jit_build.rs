@@ -1,8 +1,9 @@
 //! The lesson's own kernels through the jit route, on the CPU, with the real
 //! NVIDIA wheels (NVRTC and nvJitLink need no GPU): NVIDIA's kernel and the
-//! fast two-shot on nccl_device_wrapper.h's C API, and the kernels made of
-//! NCCL's primitives, compiled and linked with NCCL 2.32.3's device library
-//! into one cubin. Prints the cold and the cached build time.
+//! fast two-shot on nccl_device_wrapper.h's C API, compiled and linked with
+//! NCCL 2.32.3's device library into one cubin (the benchmark's build, with
+//! NCCL's primitives beside them, is tested in `benchmarks/tests/jit_build.rs`).
+//! Prints the cold and the cached build time.
 //!
 //! The wheels come from `DEVICE_BUILD_WHEELS` (filled by `.ci/jit-wheels
 //! DIR`); without it the test skips with a `skipped:` line, unless
@@ -35,9 +36,8 @@ fn the_lessons_kernels_build_through_the_jit_route() {
         nvcc: Some(tmp.path().join("no-nvcc").into()),
         ..Env::default()
     };
-    // The lesson's build (NVIDIA's kernel and the fast two-shot), then the
-    // benchmark's (the same and NCCL's primitives).
-    for (with_prims, what) in [(false, "the lesson"), (true, "the benchmark")] {
+    // The lesson's build: NVIDIA's kernel and the fast two-shot.
+    {
         let started = std::time::Instant::now();
         let chosen = choose(
             Build::Auto,
@@ -45,7 +45,7 @@ fn the_lessons_kernels_build_through_the_jit_route() {
             "sm_90",
             NcclVersion::new(2, 32, 3),
             &library,
-            &device_lsa::program(with_prims),
+            &device_lsa::program(),
         )
         .unwrap();
         // Finding and loading NVRTC and nvJitLink (their versions are part of
@@ -63,11 +63,7 @@ fn the_lessons_kernels_build_through_the_jit_route() {
         let cached = jit::build_or_reuse(target, &cache).unwrap();
         assert!(cold.compiled && !cached.compiled);
         let cubin = std::fs::read(cold.file(jit::CUBIN)).unwrap();
-        let mut kernels = vec!["allreduce_lsa", "allreduce_twoshot"];
-        if with_prims {
-            kernels.extend(["allreduce_prims_oneshot", "allreduce_prims_twoshot"]);
-        }
-        for kernel in kernels {
+        for kernel in ["allreduce_lsa", "allreduce_twoshot"] {
             let name = format!(".text.{kernel}\0");
             assert!(
                 cubin.windows(name.len()).any(|w| w == name.as_bytes()),
@@ -75,7 +71,7 @@ fn the_lessons_kernels_build_through_the_jit_route() {
             );
         }
         eprintln!(
-            "{what}'s jit kernels ({} sources, one link): route chosen (NVRTC and nvJitLink loaded) in {:.1} ms; build cold {:.2} s, cached {:.2} ms; cubin {} bytes",
+            "the lesson's jit kernels ({} sources, one link): route chosen (NVRTC and nvJitLink loaded) in {:.1} ms; build cold {:.2} s, cached {:.2} ms; cubin {} bytes",
             target.kernels.len(),
             choosing * 1e3,
             cold.seconds,

@@ -1,7 +1,8 @@
 //! `symm_all_reduce`'s return codes (`kernels/symm_comm.cuh`), what each
 //! means, and the same argument checks on the host ([`check`]), so that the
 //! rules can be tested without a GPU. The GPU test
-//! (`tests/lesson.rs: bad_input_gets_the_documented_code_on_the_device`)
+//! (`benchmarks/tests/bench_06_symm.rs:
+//! bad_input_gets_the_documented_code_on_the_device`)
 //! runs the device's checks on the same cases and expects the same codes.
 
 pub const OK: i32 = 0;

@@ -1,5 +1,5 @@
 //! Lesson 06's building blocks, shared by the lesson (`main.rs`) and its
-//! benchmark (`bin/bench.rs`):
+//! benchmark (`06_symm_bench`, in `benchmarks/src/bin/`):
 //!
 //! * the device library and the user kernels ([`SOURCE`]): `symm_comm.cuh`
 //!   and `tp_tail.cu`, compiled as one translation unit;

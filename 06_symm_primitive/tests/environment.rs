@@ -1,13 +1,14 @@
-//! The lesson and its benchmark set environment variables only before any
-//! thread starts: in the option check that `common::run_checked` calls
-//! first (`check_backend`, the benchmark's `Args::before_threads`), never
+//! The lesson sets environment variables only before any thread starts: in
+//! the option check that `common::run_checked` calls first
+//! (`check_backend`; its benchmark's `Args::before_threads` is checked the
+//! same way in `benchmarks/tests/environment.rs`), never
 //! in a rank's body, where the CUDA driver (and MPI) already run threads
 //! that may read the environment: `set_var` then is undefined behaviour
 //! (`unsafe` from edition 2024). Read from the sources, as the README's
 //! walk-through is.
 
 /// The functions that may call `set_var`: each runs before any thread.
-const BEFORE_THREADS: [&str; 2] = ["check_backend", "before_threads"];
+const BEFORE_THREADS: [&str; 1] = ["check_backend"];
 
 /// The name of the function around line `at` of `source`.
 fn enclosing_fn(lines: &[&str], at: usize) -> Option<String> {
@@ -25,12 +26,10 @@ fn enclosing_fn(lines: &[&str], at: usize) -> Option<String> {
 fn environment_variables_are_set_only_before_threads_start() {
     let dir = testkit::crate_dir(env!("CARGO_MANIFEST_DIR")).join("src");
     let mut files = Vec::new();
-    for sub in [dir.clone(), dir.join("bin")] {
-        for entry in std::fs::read_dir(&sub).unwrap() {
-            let path = entry.unwrap().path();
-            if path.extension().is_some_and(|e| e == "rs") {
-                files.push(path);
-            }
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "rs") {
+            files.push(path);
         }
     }
     let mut found = 0;

@@ -54,6 +54,8 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 use bench::allreduce::{self, buffer_bytes, nccl_allreduce, Buffers, StressArgs, Sweep};
 use bench::{Placement, SweepArgs};
+use benchmarks::lsa::{build, build_chosen, choose_route};
+use benchmarks::prims::{self, PrimsKernels};
 use common::setup;
 use common::{parse_size, CannotRun, Lesson, NcclVersion, Needs, RankContext};
 use cudarc::driver::{sys as cu_sys, CudaContext};
@@ -63,8 +65,7 @@ use device_build::Module;
 use device_build::{cache, Env};
 use device_lsa::fast::{self, FastKernels, FastOptions, GridPlan, Path};
 use device_lsa::launch::{launch_allreduce, AllReduceArgs};
-use device_lsa::prims::{self, PrimsKernels};
-use device_lsa::{build, build_chosen, choose_route, CACHE_NAME, KERNEL_NAME, THREADS};
+use device_lsa::{CACHE_NAME, KERNEL_NAME, THREADS};
 
 /// The contenders, in the order of the README's steps.
 #[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]

@@ -3,7 +3,7 @@
 //! write theirs, then the AllReduce sweep's empty report over it (and print
 //! the header twice). Needs GPUs: `cargo test -- --include-ignored` with
 //! `GPU_TEST_RANKS` ranks (see testkit::gpu_ranks). The report's assembly
-//! is tested without one in `src/bin/bench.rs`.
+//! is tested without one in `src/bin/06_symm_bench.rs`.
 //!
 //! Before the fix every JSON the benchmark's layer-tail runs left in
 //! `runs/2026-11-25` (calls 24 to 35) holds `"series": []`; with it, this

@@ -16,10 +16,10 @@ use anyhow::Result;
 use cudarc::driver::{sys as cu_sys, CudaStream};
 use device_build::shim::DevComm;
 
-use crate::fast::{twoshot_blocks, Residency};
-use crate::launch::{blocks_per_multiprocessor, launch_allreduce, AllReduceArgs};
-use crate::THREADS;
 use device_build::Module;
+use device_lsa::fast::{twoshot_blocks, Residency};
+use device_lsa::launch::{blocks_per_multiprocessor, launch_allreduce, AllReduceArgs};
+use device_lsa::THREADS;
 
 /// Which primitives kernel runs, and its grid.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -427,14 +427,14 @@ fn bench(ctx: &RankContext, args: &Args) -> Result<()> {
                 symm_primitive::choose_route(args.build, major, minor).context("choose the route"),
             )?;
             let mut chosen05 = ctx.all_ok(
-                device_lsa::choose_route(args.build, major, minor, false)
+                benchmarks::lsa::choose_route(args.build, major, minor, false)
                     .context("choose lesson 05's route"),
             )?;
             let cache05 = Env::from_process().cache_root(device_lsa::CACHE_NAME);
             let (built, built05) = cache::root_first(ctx, "build the kernels", || {
                 Ok((
                     symm_primitive::build_chosen(args.build, &mut chosen, &cache, (major, minor))?,
-                    device_lsa::build_chosen(
+                    benchmarks::lsa::build_chosen(
                         args.build,
                         &mut chosen05,
                         &cache05,
