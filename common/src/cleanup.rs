@@ -220,10 +220,35 @@ fn plain_host_name(host: &str) -> String {
         .collect()
 }
 
+/// Names of directories that a gone process left, for the tests of this
+/// module and of `nccl_path`. testkit has the same two for every other
+/// crate's tests; `common`'s own cannot use testkit, which depends on it.
+#[cfg(test)]
+pub(crate) mod test_names {
+    /// A process id that is free now: a child's that has exited and been
+    /// collected.
+    pub(crate) fn dead_pid() -> u32 {
+        let mut child = std::process::Command::new("true")
+            .spawn()
+            .expect("start `true`");
+        let pid = child.id();
+        let _ = child.wait();
+        pid
+    }
+
+    /// The name of a directory that a process of this host, now gone, made
+    /// with `prefix`: what a killed run leaves behind.
+    pub(crate) fn stale_dir_name(prefix: &str) -> String {
+        let mine = super::owner_prefix(prefix);
+        let this_host = mine.trim_end_matches(&format!("{}-", std::process::id()));
+        format!("{this_host}{}-AbC123", dead_pid())
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    use super::test_names::dead_pid;
     use super::*;
-    use testkit::dead_pid;
 
     #[test]
     fn owned_directories_are_private_named_for_their_maker_and_removed() {

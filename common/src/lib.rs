@@ -19,8 +19,8 @@
 //!
 //! Two crates sit beside it, each for another reader: `bench` holds the
 //! measurement that only the `*_bench` binaries use, and `testkit` the test
-//! support that every crate takes as a dev-dependency. Neither is needed to
-//! follow this one.
+//! support that every other crate takes as a dev-dependency. Neither is
+//! needed to follow this one.
 //!
 //! The rules every program follows (see `DESIGN.md`):
 //! exit code 0 = verified, 1 = failed, 2 = cannot run here;

@@ -597,6 +597,19 @@ mod tests {
         std::fs::write(path, b"").unwrap();
     }
 
+    /// Link directories in `dir`: what a refused run must not leave behind.
+    fn leftovers(dir: &Path) -> Vec<String> {
+        std::fs::read_dir(dir)
+            .map(|entries| {
+                entries
+                    .filter_map(Result::ok)
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .filter(|name| name.starts_with(LINK_DIR_PREFIX))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
     #[test]
     fn children_get_the_loader_path_without_the_link_directory() {
         let link = Path::new("/tmp/symmem-nccl-host-1-AbC");
@@ -623,7 +636,9 @@ mod tests {
         std::fs::set_permissions(ours.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
 
         // A parent's directory: the same host, another pid.
-        let theirs = base.path().join(testkit::stale_dir_name(LINK_DIR_PREFIX));
+        let theirs = base
+            .path()
+            .join(crate::cleanup::test_names::stale_dir_name(LINK_DIR_PREFIX));
         std::fs::create_dir(&theirs).unwrap();
         let err = check_link_dir(&theirs).unwrap_err();
         assert!(err.starts_with("its name does not start with"), "{err}");
@@ -696,7 +711,7 @@ mod tests {
         );
         let err = anyhow::Error::from(err);
         assert_eq!(crate::exit_code(&err), crate::EXIT_CANNOT_RUN);
-        assert!(testkit::leftovers(&tmp, &[LINK_DIR_PREFIX]).is_empty());
+        assert!(leftovers(&tmp).is_empty());
         // A TMPDIR that is itself open and not sticky: the same.
         std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o777)).unwrap();
         std::fs::set_permissions(

@@ -1,6 +1,9 @@
-//! Test support, a dev-dependency of every crate: finding and running the
-//! lesson binaries, reading the README's expected transcript and walk-through,
-//! comparing output, and driving the fault matrix's cases.
+//! Test support, a dev-dependency of every crate but `common`: finding and
+//! running the lesson binaries, reading the README's expected transcript and
+//! walk-through, comparing output, and driving the fault matrix's cases.
+//! `common` cannot take this crate, which depends on it, so `common`'s tests
+//! that need these helpers live here: the launcher's (`tests/`, driving the
+//! GPU-free `launch-probe` of `src/bin/`) and the preflight's.
 //!
 //! Nothing here runs in a lesson; a lesson's own code needs only `common`.
 //!
