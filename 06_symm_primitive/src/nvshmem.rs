@@ -49,14 +49,9 @@ impl Search {
         if let Some(home) = &self.nvshmem_home {
             return vec![PathBuf::from(home)];
         }
-        let env = Env {
-            virtual_env: self.virtual_env.clone(),
-            conda_prefix: self.conda_prefix.clone(),
-            ..Env::default()
-        };
-        jit::site_packages(&env, Path::new("/"))
+        common::pip::environment_sites(&[self.virtual_env.as_deref(), self.conda_prefix.as_deref()])
             .into_iter()
-            .map(|site| site.join("nvidia/nvshmem"))
+            .map(|site| site.join(common::pip::NVSHMEM))
             .collect()
     }
 }

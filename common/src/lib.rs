@@ -40,6 +40,7 @@ mod lesson;
 mod mpi_launch;
 pub mod nccl;
 pub mod nccl_path;
+pub mod pip;
 pub mod placement;
 pub mod preflight;
 mod rank;

@@ -75,7 +75,7 @@ pub struct Candidate {
 /// `$NCCL_HOME/lib`; the `nvidia/nccl/lib` directory of a pip wheel in the
 /// site-packages of `$VIRTUAL_ENV`, of `$CONDA_PREFIX`, of every `python3` on
 /// `$PATH` (its prefix and `<prefix>/local`), and of `pip install --user`
-/// (`~/.local`).
+/// (`~/.local`): [`crate::pip`] knows those places.
 pub fn candidates(env: &Env) -> Vec<Candidate> {
     let mut found = Vec::new();
     if let Some(home) = &env.nccl_home {
@@ -84,40 +84,17 @@ pub fn candidates(env: &Env) -> Vec<Candidate> {
             through: format!("NCCL_HOME={}", Path::new(home).display()),
         });
     }
-    let mut prefixes: Vec<(PathBuf, String)> = Vec::new();
-    if let Some(venv) = &env.virtual_env {
-        let venv = PathBuf::from(venv);
-        prefixes.push((
-            venv.clone(),
-            format!("the Python environment {}", venv.display()),
-        ));
-    }
-    if let Some(conda) = &env.conda_prefix {
-        let conda = PathBuf::from(conda);
-        prefixes.push((
-            conda.clone(),
-            format!("the conda environment {}", conda.display()),
-        ));
-    }
-    if let Some(path) = &env.path {
-        for dir in std::env::split_paths(path) {
-            if dir.join("python3").is_file() {
-                if let Some(prefix) = dir.parent() {
-                    let about = format!("the Python of {}", dir.join("python3").display());
-                    prefixes.push((prefix.to_path_buf(), about.clone()));
-                    prefixes.push((prefix.join("local"), about));
-                }
-            }
-        }
-    }
-    if let Some(home) = &env.home {
-        prefixes.push((Path::new(home).join(".local"), "pip install --user".into()));
-    }
-    for (prefix, through) in prefixes {
-        for library in wheel_libraries(&prefix) {
+    let installations = crate::pip::installations(
+        env.virtual_env.as_deref(),
+        env.conda_prefix.as_deref(),
+        env.path.as_deref(),
+        env.home.as_deref(),
+    );
+    for installation in installations {
+        for packages in crate::pip::package_dirs(&installation.prefix) {
             found.push(Candidate {
-                library,
-                through: through.clone(),
+                library: packages.join(crate::pip::NCCL_LIBRARY),
+                through: installation.through.clone(),
             });
         }
     }
@@ -125,35 +102,6 @@ pub fn candidates(env: &Env) -> Vec<Candidate> {
     let mut seen = std::collections::HashSet::new();
     found.retain(|c| seen.insert(c.library.canonicalize().unwrap_or(c.library.clone())));
     found
-}
-
-/// The `lib/python3*` directories of a Python installation or environment at
-/// `prefix`, in name order: where its `site-packages` (or Debian's
-/// `dist-packages`) live, found without running Python.
-pub fn python_lib_dirs(prefix: &Path) -> Vec<PathBuf> {
-    let Ok(entries) = std::fs::read_dir(prefix.join("lib")) else {
-        return Vec::new();
-    };
-    let mut pythons: Vec<PathBuf> = entries
-        .filter_map(|e| e.ok())
-        .filter(|e| e.file_name().to_string_lossy().starts_with("python3"))
-        .map(|e| e.path())
-        .collect();
-    pythons.sort();
-    pythons
-}
-
-/// `<prefix>/lib/python3*/{site,dist}-packages/nvidia/nccl/lib/libnccl.so.2`,
-/// newest Python first.
-fn wheel_libraries(prefix: &Path) -> Vec<PathBuf> {
-    python_lib_dirs(prefix)
-        .iter()
-        .rev()
-        .flat_map(|python| {
-            ["site-packages", "dist-packages"]
-                .map(|packages| python.join(packages).join("nvidia/nccl/lib/libnccl.so.2"))
-        })
-        .collect()
 }
 
 /// Can another user change what `path` leads to: the file, a directory on

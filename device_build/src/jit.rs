@@ -8,7 +8,7 @@
 //! functions the device library defines. NVRTC and nvJitLink are loaded at run
 //! time with `dlopen`; both run without a GPU.
 
-use std::ffi::{c_char, c_int, c_uint, c_void, CStr, CString, OsStr};
+use std::ffi::{c_char, c_int, c_uint, c_void, CStr, CString};
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
@@ -38,40 +38,16 @@ pub const USE_NVCC: &str = "--build nvcc (needs the CUDA toolkit's nvcc)";
 // ---------------------------------------------------------------------------
 
 /// The Python `site-packages` directories that may hold the NVIDIA wheels,
-/// found without running Python: the one the loaded NCCL came from (a wheel
-/// installs `site-packages/nvidia/nccl/lib/libnccl.so.2`), the one of the
-/// NCCL that `NCCL_HOME` names (`site-packages/nvidia/nccl`), then those of
-/// the active virtual environment and conda environment.
+/// found without running Python ([`common::pip::sites`]): the one the loaded
+/// NCCL came from (a wheel installs `site-packages/nvidia/nccl/lib/libnccl.so.2`),
+/// the one of the NCCL that `NCCL_HOME` names (`site-packages/nvidia/nccl`),
+/// then those of the active virtual environment and conda environment.
 pub fn site_packages(env: &Env, nccl_library: &Path) -> Vec<PathBuf> {
-    let mut sites = Vec::new();
-    let from_home = env
-        .nccl_home
-        .as_ref()
-        .map(|home| Path::new(home).join("lib/libnccl.so.2"));
-    for library in std::iter::once(nccl_library).chain(from_home.as_deref()) {
-        sites.extend(wheel_site(library));
-    }
-    for prefix in [&env.virtual_env, &env.conda_prefix].into_iter().flatten() {
-        sites.extend(
-            common::nccl_path::python_lib_dirs(Path::new(prefix))
-                .into_iter()
-                .map(|python| python.join("site-packages"))
-                .filter(|p| p.is_dir()),
-        );
-    }
-    let mut seen = std::collections::HashSet::new();
-    sites.retain(|s| seen.insert(s.clone()));
-    sites
-}
-
-/// `<site-packages>` of a wheel's `<site-packages>/nvidia/nccl/lib/<file>`.
-fn wheel_site(nccl_library: &Path) -> Option<PathBuf> {
-    let mut parts = nccl_library.ancestors();
-    let (lib, nccl, nvidia, site) = (parts.nth(1)?, parts.next()?, parts.next()?, parts.next()?);
-    (lib.file_name() == Some(OsStr::new("lib"))
-        && nccl.file_name() == Some(OsStr::new("nccl"))
-        && nvidia.file_name() == Some(OsStr::new("nvidia")))
-    .then(|| site.to_path_buf())
+    common::pip::sites(
+        nccl_library,
+        env.nccl_home.as_deref(),
+        &[env.virtual_env.as_deref(), env.conda_prefix.as_deref()],
+    )
 }
 
 /// The toolkit directories: `$CUDA_HOME`, then `/usr/local/cuda`
@@ -84,8 +60,9 @@ fn toolkits(env: &Env) -> Vec<PathBuf> {
 
 /// Where a library of the CUDA toolkit is looked for: `explicit` (an
 /// environment variable; if set, nothing else is tried), each site-packages'
-/// wheel layouts (CUDA 13 wheels put every library in `nvidia/cu13/lib`,
-/// CUDA 12 wheels in `nvidia/<component>/lib`), then each toolkit's `lib64`.
+/// wheel layouts ([`common::pip`]: CUDA 13 wheels put every library in
+/// `nvidia/cu13/lib`, CUDA 12 wheels in `nvidia/<component>/lib`), then each
+/// toolkit's `lib64`.
 fn library_candidates(
     explicit: &Option<std::ffi::OsString>,
     sites: &[PathBuf],
@@ -111,10 +88,7 @@ pub fn nvrtc_candidates(env: &Env, sites: &[PathBuf]) -> Vec<PathBuf> {
         &env.nvrtc,
         sites,
         &toolkits(env),
-        &[
-            "nvidia/cu13/lib/libnvrtc.so.13",
-            "nvidia/cuda_nvrtc/lib/libnvrtc.so.12",
-        ],
+        &common::pip::NVRTC,
         &["libnvrtc.so", "libnvrtc.so.13", "libnvrtc.so.12"],
     )
 }
@@ -124,10 +98,7 @@ pub fn nvjitlink_candidates(env: &Env, sites: &[PathBuf]) -> Vec<PathBuf> {
         &env.nvjitlink,
         sites,
         &toolkits(env),
-        &[
-            "nvidia/cu13/lib/libnvJitLink.so.13",
-            "nvidia/nvjitlink/lib/libnvJitLink.so.12",
-        ],
+        &common::pip::NVJITLINK,
         &[
             "libnvJitLink.so",
             "libnvJitLink.so.13",
@@ -175,7 +146,7 @@ pub fn find_nvjitlink(env: &Env, sites: &[PathBuf]) -> Result<PathBuf, CannotRun
 pub fn find_cuda_headers(env: &Env, sites: &[PathBuf]) -> Result<Vec<PathBuf>, CannotRun> {
     let mut roots: Vec<PathBuf> = sites
         .iter()
-        .map(|s| s.join("nvidia/cu13/include"))
+        .map(|s| s.join(common::pip::CUDA_INCLUDE))
         .collect();
     roots.extend(toolkits(env).iter().map(|t| t.join("include")));
     let runtime = roots.iter().find(|r| r.join("cuda_runtime.h").is_file());
