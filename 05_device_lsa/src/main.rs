@@ -13,15 +13,15 @@
 //! say) and lets you write collectives NCCL does not have.
 //!
 //! Device code only runs with the NCCL release it was built against, so the
-//! program builds its kernels at run time, for this GPU and the NCCL it
-//! loaded, and caches them (the `device_build` crate), by one of two routes
+//! program builds its kernel at run time, for this GPU and the NCCL it
+//! loaded, and caches it (the `device_build` crate), by one of two routes
 //! (`--build auto|nvcc|jit`):
 //!
-//! * `nvcc`: the C++ kernels, compiled by nvcc against the loaded NCCL's
+//! * `nvcc`: the C++ kernel, compiled by nvcc against the loaded NCCL's
 //!   headers (any release from 2.28), with a small host shim that owns every
 //!   NCCL struct whose layout changes between releases;
-//! * `jit`: the same kernels on the C API of `nccl_device_wrapper.h`
-//!   (`kernels/*_c.cu`), compiled by NVRTC and linked by nvJitLink with
+//! * `jit`: the same kernel on the C API of `nccl_device_wrapper.h`
+//!   (`kernels/allreduce_lsa_c.cu`), compiled by NVRTC and linked by nvJitLink with
 //!   NCCL's own device library (`libnccl_device.ltoir`, NCCL 2.32.3): no
 //!   toolkit, only pip wheels, and `ncclDevCommCreate` called from Rust.
 //!
@@ -37,17 +37,11 @@
 //! mpirun -np 2 target/release/05_device_lsa             # one process per GPU
 //! ```
 //!
-//! With `--kernel fast` it runs part two instead,
-//! [`kernels/allreduce_lsa_fast.cu`](../kernels/allreduce_lsa_fast.cu): the
-//! same AllReduce made as fast as the links allow (16-byte vectors, a grid
-//! sized to the GPU, a barrier-free one-shot over NCCL's LL protocol for
-//! small buffers, a two-shot for large ones; see `fast.rs` and the README's
-//! "Making it fast"). `05_allreduce_bench` (in `benchmarks/`) measures both
-//! against NCCL. On the jit route part two is the two-shot kernel at every size: NCCL
-//! 2.32.3's wrapper has no LL API for the one-shot.
-//!
-//! Left out on purpose: multimem (NVLink SHARP) and the GPU-initiated
-//! networking (GIN) half of the device API, which needs a network.
+//! Left out on purpose: speed (lesson 05b, `05b_lsa_fast`, makes the same
+//! AllReduce as fast as the links allow, and `05_allreduce_bench`, in
+//! `benchmarks/`, measures both against NCCL), multimem (NVLink SHARP) and
+//! the GPU-initiated networking (GIN) half of the device API, which needs a
+//! network.
 
 use std::ffi::{c_void, CString};
 use std::process::ExitCode;
@@ -62,9 +56,7 @@ use device_build::route::Build;
 use device_build::shim::{check_lsa_team, DevComm};
 use device_build::Module;
 use device_build::{cache, Env};
-use device_lsa::fast::{self, FastKernels, GridPlan};
-use device_lsa::launch::AllReduceArgs;
-use device_lsa::{build_chosen, choose_route, CACHE_NAME, KERNEL_NAME, THREADS};
+use device_lsa::{build_chosen, check_fixed_grid, choose_route, CACHE_NAME, KERNEL_NAME, THREADS};
 
 /// Elements per buffer: 1M floats (4 MiB), as in NCCL's example.
 const COUNT: usize = 1024 * 1024;
@@ -73,21 +65,9 @@ const COUNT: usize = 1024 * 1024;
 /// blocks than barriers would make blocks share a barrier and corrupt it.
 const BLOCKS: u32 = 16;
 
-/// Which kernel runs.
-#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
-enum Kernel {
-    /// NVIDIA's example kernel, kernels/allreduce_lsa.cu.
-    Simple,
-    /// Part two, kernels/allreduce_lsa_fast.cu: one-shot over LL or two-shot, by size.
-    Fast,
-}
-
 #[derive(clap::Args, Debug)]
 struct Args {
-    /// The AllReduce kernel to run.
-    #[arg(long, value_enum, default_value_t = Kernel::Simple)]
-    kernel: Kernel,
-    /// How the kernels are built: nvcc (CUDA toolkit, NCCL 2.28+), jit (NVRTC +
+    /// How the kernel is built: nvcc (CUDA toolkit, NCCL 2.28+), jit (NVRTC +
     /// nvJitLink with NCCL's device library, NCCL 2.32.3), or auto.
     #[arg(long, value_enum, default_value_t = Build::Auto)]
     build: Build,
@@ -135,7 +115,7 @@ fn device_lsa(ctx: &RankContext, args: &Args) -> Result<()> {
     let stream = gpu.new_stream().context("Step 1: create a stream")?;
     ctx.println_ordered(format!("  Rank {rank} using GPU device {}", ctx.device()))?;
 
-    // Step 2: Build the kernels (nvcc and a host shim, or NVRTC and nvJitLink), or reuse the cached build.
+    // Step 2: Build the kernel (nvcc and a host shim, or NVRTC and nvJitLink), or reuse the cached build.
     // NOTE: device code only runs with the NCCL release it was built for:
     // nvcc compiles against the loaded NCCL's headers; the jit route links
     // with the loaded NCCL's own device library. Rank 0 builds first and the
@@ -151,12 +131,9 @@ fn device_lsa(ctx: &RankContext, args: &Args) -> Result<()> {
     if ctx.is_root() {
         eprintln!("note: build route: {} ({})", chosen.plan.name(), chosen.why);
     }
-    let source = match args.kernel {
-        Kernel::Simple => built.simple_source(),
-        Kernel::Fast => built.fast_source(),
-    };
     ctx.println_root(format!(
-        "Kernel {source} built for sm_{major}{minor} against NCCL {} headers in {}",
+        "Kernel {} built for sm_{major}{minor} against NCCL {} headers in {}",
+        built.source(),
         loaded_version()?,
         chosen.plan.nccl_include().display()
     ));
@@ -167,7 +144,7 @@ fn device_lsa(ctx: &RankContext, args: &Args) -> Result<()> {
             (false, _) => "reused from the cache",
         };
         let what = if built.route == "jit" {
-            "kernels"
+            "kernel"
         } else {
             "kernel and shim"
         };
@@ -178,8 +155,8 @@ fn device_lsa(ctx: &RankContext, args: &Args) -> Result<()> {
         );
     }
 
-    // Step 3: Load the kernels (cuModuleLoadData) and the shim, and check both match the NCCL in use.
-    let cubin_path = built.simple_cubin();
+    // Step 3: Load the kernel (cuModuleLoadData) and the shim, and check both match the NCCL in use.
+    let cubin_path = built.cubin();
     let cubin = std::fs::read(cubin_path)
         .with_context(|| format!("Step 3: read {}", cubin_path.display()))?;
     // SAFETY: the context is current (Step 1) and `cubin` is a complete ELF image.
@@ -189,11 +166,6 @@ fn device_lsa(ctx: &RankContext, args: &Args) -> Result<()> {
     // SAFETY: the module is loaded; the name is the kernel's extern "C" name.
     let kernel = unsafe { cu::module::get_function(module.raw(), CString::new(KERNEL_NAME)?) }
         .context("Step 3: cuModuleGetFunction")?;
-    // Part two's kernels live in their own module on the nvcc route and in
-    // the same one on the jit route (see fast.rs).
-    let fast_module = Module::load(built.fast_cubin()).context("Step 3: load the fast kernels")?;
-    let fast_kernels = FastKernels::load(&fast_module, built.route == "nvcc")
-        .context("Step 3: load the fast kernels")?;
     // The nvcc route's shim (dlopen), or, on the jit route, NCCL's own
     // ncclDevCommCreate with the requirements laid out for 2.32.3.
     let shim = built
@@ -236,68 +208,31 @@ fn device_lsa(ctx: &RankContext, args: &Args) -> Result<()> {
     // Step 7: Create the device communicator with one LSA barrier per block (ncclDevCommCreate).
     // NOTE: collective, like the window registration. The device communicator
     // is a plain struct the kernel takes by value; its barriers live in memory
-    // NCCL allocated for this communicator. The fast kernels run up to one
-    // block per multiprocessor, and their one-shot path needs an LL staging
-    // buffer, a resource the device communicator allocates too.
+    // NCCL allocated for this communicator.
     let multiprocessors = gpu
         .attribute(cu_sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
         .context("Step 7: multiprocessor count")? as u32;
-    // One two-shot block per multiprocessor, never more than the occupancy
-    // API says can be resident at once: its blocks wait for each other at
-    // LSA barriers (fast::twoshot_cap). Ranks that share a GPU each take
-    // their share of it, one-shot grids too (RankContext::share_of_gpu).
-    let residency = fast_kernels
-        .twoshot_residency(multiprocessors)
-        .context("Step 7: occupancy of the two-shot kernel")?;
-    let twoshot_blocks =
-        ctx.all_ok(fast::twoshot_cap(None, residency, ctx.ranks_per_gpu()).map_err(Into::into))?;
-    let fast_options = fast_kernels
-        .options(ctx, twoshot_blocks, multiprocessors)
-        .context("Step 7: occupancy of the one-shot kernel")?;
     // NVIDIA's kernel runs BLOCKS blocks whatever the GPU: check that every
-    // rank's fit at once when ranks share it.
-    if args.kernel == Kernel::Simple {
-        // SAFETY: `kernel` comes from `module`, which is loaded.
-        let per_multiprocessor =
-            unsafe { device_lsa::launch::blocks_per_multiprocessor(kernel, THREADS) }
-                .context("Step 7: occupancy of the simple kernel")?;
-        ctx.all_ok(
-            fast::check_fixed_grid(
-                BLOCKS,
-                ctx.share_of_gpu(per_multiprocessor * multiprocessors),
-            )
-            .map_err(Into::into),
-        )?;
-    }
-    let mut dev_comm = match args.kernel {
-        Kernel::Simple => DevComm::create(&shim, &comm, BLOCKS, None),
-        Kernel::Fast => {
-            ctx.all_ok(fast::check_ranks(size).map_err(Into::into))?;
-            let (barriers, staging) = fast::requirements(&fast_options, size, BLOCKS);
-            // The LL staging buffer only for the one-shot kernel (nvcc route).
-            let staging = fast_kernels.oneshot.map(|_| staging);
-            DevComm::create(&shim, &comm, barriers, staging)
-        }
-    }
-    .context("Step 7: ncclDevCommCreate")?;
-    // NOTE: the kernels reach only the LSA team, the ranks whose memory this
+    // rank's fit at once when ranks share it (RankContext::share_of_gpu).
+    // SAFETY: `kernel` comes from `module`, which is loaded.
+    let per_multiprocessor = unsafe { device_lsa::blocks_per_multiprocessor(kernel, THREADS) }
+        .context("Step 7: occupancy of the kernel")?;
+    ctx.all_ok(
+        check_fixed_grid(
+            BLOCKS,
+            ctx.share_of_gpu(per_multiprocessor * multiprocessors),
+        )
+        .map_err(Into::into),
+    )?;
+    let dev_comm =
+        DevComm::create(&shim, &comm, BLOCKS, None).context("Step 7: ncclDevCommCreate")?;
+    // NOTE: the kernel reaches only the LSA team, the ranks whose memory this
     // GPU maps (one node at most). If it holds fewer than every rank, the
     // ranks span nodes and the kernel would sum within each node: refuse
     // (exit 2) before any launch rather than verify a wrong answer.
     ctx.all_ok(check_lsa_team(dev_comm.lsa_size(), size).map_err(Into::into))?;
-    let barriers = match args.kernel {
-        Kernel::Simple => format!("{BLOCKS} LSA barriers"),
-        Kernel::Fast if fast_kernels.oneshot.is_some() => format!(
-            "{} LSA barriers and an LL staging buffer",
-            fast_options.twoshot_max_blocks.max(BLOCKS)
-        ),
-        Kernel::Fast => format!(
-            "{} LSA barriers",
-            fast_options.twoshot_max_blocks.max(BLOCKS)
-        ),
-    };
     ctx.println_ordered(format!(
-        "  Rank {rank} created device communicator with {barriers}"
+        "  Rank {rank} created device communicator with {BLOCKS} LSA barriers"
     ))?;
 
     // Step 8: Launch the kernel on this rank's stream, the device communicator passed by value.
@@ -315,52 +250,30 @@ fn device_lsa(ctx: &RankContext, args: &Args) -> Result<()> {
         "Expected result: sum of ranks 0 to {} = {expected} per element",
         size - 1
     ));
-    match args.kernel {
-        Kernel::Simple => {
-            // 16 blocks of 512 threads, as in NVIDIA's example.
-            let (mut send_win, mut recv_win) = (send_window.as_raw(), recv_window.as_raw());
-            let (mut send_offset, mut recv_offset, mut count) = (0usize, 0usize, COUNT);
-            let mut params: [*mut c_void; 6] = [
-                (&mut send_win as *mut sys::ncclWindow_t).cast(),
-                (&mut send_offset as *mut usize).cast(),
-                (&mut recv_win as *mut sys::ncclWindow_t).cast(),
-                (&mut recv_offset as *mut usize).cast(),
-                (&mut count as *mut usize).cast(),
-                dev_comm.as_kernel_arg(),
-            ];
-            // SAFETY: the parameters match the kernel's signature (window, size_t,
-            // window, size_t, size_t, ncclDevComm) and outlive the launch call.
-            unsafe {
-                cu::launch_kernel(
-                    kernel,
-                    (BLOCKS, 1, 1),
-                    (THREADS, 1, 1),
-                    0,
-                    stream.cu_stream(),
-                    &mut params,
-                )
-            }
-            .context("Step 8: cuLaunchKernel")?;
-        }
-        Kernel::Fast => {
-            // One-shot or two-shot by size, with its grid (fast.rs).
-            // NOTE: both kernels need the same grid on every rank (block b
-            // talks only to block b of each peer); it follows from the
-            // options and the count, which every rank compares first.
-            fast::check_same_plan(ctx, GridPlan::new(&fast_options, [COUNT]))?;
-            let path = fast::choose(COUNT, size, &fast_options);
-            let args = AllReduceArgs {
-                send_window: send_window.as_raw(),
-                send_offset: 0,
-                recv_window: recv_window.as_raw(),
-                recv_offset: 0,
-                count: COUNT,
-            };
-            fast_kernels
-                .launch(path, &stream, args, &mut dev_comm)
-                .context("Step 8: launch the fast kernel")?;
-        }
+    // 16 blocks of 512 threads, as in NVIDIA's example.
+    let (mut send_win, mut recv_win) = (send_window.as_raw(), recv_window.as_raw());
+    let (mut send_offset, mut recv_offset, mut count) = (0usize, 0usize, COUNT);
+    let mut params: [*mut c_void; 6] = [
+        (&mut send_win as *mut sys::ncclWindow_t).cast(),
+        (&mut send_offset as *mut usize).cast(),
+        (&mut recv_win as *mut sys::ncclWindow_t).cast(),
+        (&mut recv_offset as *mut usize).cast(),
+        (&mut count as *mut usize).cast(),
+        dev_comm.as_kernel_arg(),
+    ];
+    // SAFETY: the parameters match the kernel's signature (window, size_t,
+    // window, size_t, size_t, ncclDevComm) and outlive the launch call.
+    unsafe {
+        cu::launch_kernel(
+            kernel,
+            (BLOCKS, 1, 1),
+            (THREADS, 1, 1),
+            0,
+            stream.cu_stream(),
+            &mut params,
+        )
     }
+    .context("Step 8: cuLaunchKernel")?;
     stream
         .synchronize()
         .context("Step 8: wait for the kernel")?;
@@ -391,7 +304,6 @@ fn device_lsa(ctx: &RankContext, args: &Args) -> Result<()> {
     recv.free().context("Step 10: free the receive buffer")?;
     comm.destroy()
         .context("Step 10: destroy the communicator")?;
-    drop(fast_module);
     drop(module);
     Ok(())
 }

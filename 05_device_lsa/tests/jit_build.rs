@@ -1,8 +1,9 @@
-//! The lesson's own kernels through the jit route, on the CPU, with the real
-//! NVIDIA wheels (NVRTC and nvJitLink need no GPU): NVIDIA's kernel and the
-//! fast two-shot on nccl_device_wrapper.h's C API, compiled and linked with
-//! NCCL 2.32.3's device library into one cubin (the benchmark's build, with
-//! NCCL's primitives beside them, is tested in `benchmarks/tests/jit_build.rs`).
+//! The lesson's own kernel through the jit route, on the CPU, with the real
+//! NVIDIA wheels (NVRTC and nvJitLink need no GPU): NVIDIA's kernel on
+//! nccl_device_wrapper.h's C API, compiled and linked with NCCL 2.32.3's
+//! device library into a cubin (lesson 05b's fast two-shot is tested the
+//! same way in `05b_lsa_fast/tests/jit_build.rs`, and the benchmark's build,
+//! with NCCL's primitives beside both, in `benchmarks/tests/jit_build.rs`).
 //! Prints the cold and the cached build time.
 //!
 //! The wheels come from `DEVICE_BUILD_WHEELS` (filled by `.ci/jit-wheels
@@ -36,7 +37,7 @@ fn the_lessons_kernels_build_through_the_jit_route() {
         nvcc: Some(tmp.path().join("no-nvcc").into()),
         ..Env::default()
     };
-    // The lesson's build: NVIDIA's kernel and the fast two-shot.
+    // The lesson's build: NVIDIA's kernel.
     {
         let started = std::time::Instant::now();
         let chosen = choose(
@@ -63,15 +64,14 @@ fn the_lessons_kernels_build_through_the_jit_route() {
         let cached = jit::build_or_reuse(target, &cache).unwrap();
         assert!(cold.compiled && !cached.compiled);
         let cubin = std::fs::read(cold.file(jit::CUBIN)).unwrap();
-        for kernel in ["allreduce_lsa", "allreduce_twoshot"] {
-            let name = format!(".text.{kernel}\0");
-            assert!(
-                cubin.windows(name.len()).any(|w| w == name.as_bytes()),
-                "the cubin has no {kernel}"
-            );
-        }
+        let kernel = "allreduce_lsa";
+        let name = format!(".text.{kernel}\0");
+        assert!(
+            cubin.windows(name.len()).any(|w| w == name.as_bytes()),
+            "the cubin has no {kernel}"
+        );
         eprintln!(
-            "the lesson's jit kernels ({} sources, one link): route chosen (NVRTC and nvJitLink loaded) in {:.1} ms; build cold {:.2} s, cached {:.2} ms; cubin {} bytes",
+            "the lesson's jit kernel ({} source, one link): route chosen (NVRTC and nvJitLink loaded) in {:.1} ms; build cold {:.2} s, cached {:.2} ms; cubin {} bytes",
             target.kernels.len(),
             choosing * 1e3,
             cold.seconds,

@@ -1,5 +1,5 @@
 //! What the benchmarks share beyond the measurement crate (`bench`): for
-//! `05_allreduce_bench`, the build of lesson 05's kernels together with the
+//! `05_allreduce_bench`, the build of lessons 05's and 05b's kernels together with the
 //! AllReduce made of NCCL's own primitives ([`lsa`], [`prims`]). The lessons
 //! never use this crate; it uses theirs.
 

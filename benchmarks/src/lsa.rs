@@ -1,9 +1,10 @@
-//! How `05_allreduce_bench` builds its kernels: lesson 05's (NVIDIA's and the
-//! fast ones) by the route `--build` picks, and, for the jit-only
-//! contenders, NCCL's primitives kernels (`kernels/allreduce_nccl_prims.cu`)
-//! linked into the same jit cubin. The lesson's own build leaves them out:
-//! linking NCCL's reduce/copy loops is most of the jit route's cold build
-//! time.
+//! How `05_allreduce_bench` (and `06_symm_bench`, for its `fast05`
+//! baseline) builds its kernels: lesson 05's (NVIDIA's) and lesson 05b's
+//! (the fast ones) in one build, by the route `--build` picks, and, for the
+//! jit-only contenders, NCCL's primitives kernels
+//! (`kernels/allreduce_nccl_prims.cu`) linked into the same jit cubin. The
+//! lessons' own builds leave them out: linking NCCL's reduce/copy loops is
+//! most of the jit route's cold build time.
 
 use std::path::{Path, PathBuf};
 
@@ -13,7 +14,8 @@ use common::NcclVersion;
 use device_build::route::{self, Build, Chosen, Plan, Program};
 use device_build::shim::Shim;
 use device_build::{cache, jit, nvcc, CacheRoot, Env, Source};
-use device_lsa::{FAST, FAST_C, KERNEL, KERNEL_C};
+use device_lsa::{KERNEL, KERNEL_C};
+use lsa_fast::{FAST, FAST_C};
 
 /// The AllReduce made of NCCL's own primitives (jit route only).
 pub const PRIMS: Source = Source {
@@ -21,17 +23,30 @@ pub const PRIMS: Source = Source {
     text: include_str!("../kernels/allreduce_nccl_prims.cu"),
 };
 
-/// Lesson 05's device code, and with `with_prims` the primitives kernels
-/// in the jit build.
+/// The program name the build cache is kept under.
+pub const CACHE_NAME: &str = "05_allreduce_bench";
+
+/// Lessons 05's and 05b's device code, and with `with_prims` the primitives
+/// kernels in the jit build. Both lessons' kernels take the same block size
+/// (`ALLREDUCE_THREADS`); lesson 05b's defines cover both.
 pub fn program(with_prims: bool) -> Program {
+    let mut wrapper_names = device_lsa::WRAPPER_NAMES.to_vec();
+    for name in lsa_fast::WRAPPER_NAMES {
+        if !wrapper_names.contains(&name) {
+            wrapper_names.push(name);
+        }
+    }
     let mut program = Program {
         nvcc_kernels: vec![KERNEL, FAST],
         jit_kernels: vec![KERNEL_C, FAST_C],
-        defines: device_lsa::defines(),
-        wrapper_names: device_lsa::WRAPPER_NAMES.to_vec(),
+        defines: lsa_fast::defines(),
+        wrapper_names,
     };
     if with_prims {
         program.jit_kernels.push(PRIMS);
+        program
+            .wrapper_names
+            .extend(["ncclLsaReduceSumCopy_F32", "ncclLsaReduceSum_F32"]);
     }
     program
 }

@@ -17,9 +17,9 @@ use cudarc::driver::{sys as cu_sys, CudaStream};
 use device_build::shim::DevComm;
 
 use device_build::Module;
-use device_lsa::fast::{twoshot_blocks, Residency};
-use device_lsa::launch::{blocks_per_multiprocessor, launch_allreduce, AllReduceArgs};
-use device_lsa::THREADS;
+use lsa_fast::fast::{twoshot_blocks, Residency};
+use lsa_fast::launch::{blocks_per_multiprocessor, launch_allreduce, AllReduceArgs};
+use lsa_fast::THREADS;
 
 /// Which primitives kernel runs, and its grid.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

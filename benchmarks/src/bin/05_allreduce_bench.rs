@@ -1,4 +1,5 @@
-//! `05_allreduce_bench`: lesson 05's kernels against `ncclAllReduce`, on
+//! `05_allreduce_bench`: lesson 05's kernel and lesson 05b's fast ones
+//! (and the steps between them) against `ncclAllReduce`, on
 //! the same symmetric windows.
 //!
 //! Contenders (`--kernels`, comma-separated; default `nccl,simple,fast`):
@@ -15,7 +16,7 @@
 //! * `vec16`: the two-shot kernel, 16-byte vectors, on 16 blocks;
 //! * `twoshot`: the same on one block per multiprocessor;
 //! * `oneshot`: the barrier-free one-shot over LL (up to 1 MiB);
-//! * `fast`: what `--kernel fast` runs: one-shot up to `--oneshot-max`,
+//! * `fast`: what `05b_lsa_fast` runs: one-shot up to `--oneshot-max`,
 //!   two-shot above;
 //! * `fast-jit`: the fast two-shot kernel on nccl_device_wrapper.h's C API,
 //!   built by the jit route (NVRTC + nvJitLink), at every size;
@@ -54,7 +55,7 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 use bench::allreduce::{self, buffer_bytes, nccl_allreduce, Buffers, StressArgs, Sweep};
 use bench::{Placement, SweepArgs};
-use benchmarks::lsa::{build, build_chosen, choose_route};
+use benchmarks::lsa::{build, build_chosen, choose_route, CACHE_NAME};
 use benchmarks::prims::{self, PrimsKernels};
 use common::setup;
 use common::{parse_size, CannotRun, Lesson, NcclVersion, Needs, RankContext};
@@ -63,9 +64,10 @@ use device_build::route::{Build, Plan};
 use device_build::shim::{check_lsa_team, DevComm};
 use device_build::Module;
 use device_build::{cache, Env};
-use device_lsa::fast::{self, FastKernels, FastOptions, GridPlan, Path};
-use device_lsa::launch::{launch_allreduce, AllReduceArgs};
-use device_lsa::{CACHE_NAME, KERNEL_NAME, THREADS};
+use device_lsa::KERNEL_NAME;
+use lsa_fast::fast::{self, FastKernels, FastOptions, GridPlan, Path};
+use lsa_fast::launch::{launch_allreduce, AllReduceArgs};
+use lsa_fast::THREADS;
 
 /// The contenders, in the order of the README's steps.
 #[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
@@ -82,7 +84,7 @@ enum Contender {
     Twoshot,
     /// One-shot over LL, no barrier (up to 1 MiB).
     Oneshot,
-    /// One-shot up to --oneshot-max, two-shot above: `--kernel fast`.
+    /// One-shot up to --oneshot-max, two-shot above: `05b_lsa_fast`.
     Fast,
     /// The fast two-shot kernel on the C API, built by the jit route.
     FastJit,
@@ -111,7 +113,7 @@ impl Contender {
             Contender::Twoshot => "two-shot, 16-byte vectors, one block per multiprocessor",
             Contender::Oneshot => "one-shot over NCCL's LL protocol, no barrier",
             Contender::Fast => {
-                "lesson 05 --kernel fast: one-shot up to --oneshot-max, two-shot above"
+                "lesson 05b (05b_lsa_fast): one-shot up to --oneshot-max, two-shot above"
             }
             Contender::FastJit => {
                 "the fast two-shot kernel on nccl_device_wrapper.h, NVRTC + nvJitLink"
@@ -249,7 +251,7 @@ impl Args {
 
 const BENCH: Lesson = Lesson {
     name: "05_allreduce_bench",
-    about: "Times lesson 05's LSA kernels (nvcc and jit builds) and NCCL's device primitives against ncclAllReduce on the same symmetric windows",
+    about: "Times lessons 05's and 05b's LSA kernels (nvcc and jit builds) and NCCL's device primitives against ncclAllReduce on the same symmetric windows",
     needs: Needs::GpuAndNccl {
         min: NcclVersion::new(2, 28, 0),
         feature: "the device API (nccl_device.h)",

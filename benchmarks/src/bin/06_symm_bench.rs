@@ -1,5 +1,5 @@
 //! `06_symm_bench`: the fused layer tail against the same work unfused, and
-//! `symm_all_reduce` alone against lesson 05's fast kernel and
+//! `symm_all_reduce` alone against lesson 05b's fast kernel and
 //! `ncclAllReduce`, in one run, on the same buffers.
 //!
 //! Contenders (`--contenders`, comma-separated):
@@ -12,9 +12,9 @@
 //!     (`triton/tp_tail.py`, calling the same `symm_all_reduce` from the
 //!     library's bitcode), one cooperative launch; NCCL 2.32.3 and a
 //!     Python with Triton 3.6+ (not in the default list);
-//!   * `unfused05`: `tp_compute`, lesson 05's fast AllReduce (one-shot or
-//!     two-shot by size, as `--kernel fast`), `tp_residual_rmsnorm`: three
-//!     launches (float32 only: lesson 05's kernels sum floats);
+//!   * `unfused05`: `tp_compute`, lesson 05b's fast AllReduce (one-shot or
+//!     two-shot by size, as `05b_lsa_fast`), `tp_residual_rmsnorm`: three
+//!     launches (float32 only: lesson 05b's kernels sum floats);
 //!   * `unfused-nccl`: `tp_compute`, `ncclAllReduce` on the windows,
 //!     `tp_residual_rmsnorm`, as a user does today;
 //!   * `symm-layer`: `symm_all_reduce` alone on the layer's partials (the
@@ -23,7 +23,7 @@
 //!   out of place and in place, every timed operation checked):
 //!   * `symm`: `symm_all_reduce_kernel` (in place; its out-of-place column
 //!     is a device copy into the output followed by the in-place call);
-//!   * `fast05`: lesson 05's fast kernel (`--kernel fast`);
+//!   * `fast05`: lesson 05b's fast kernel (`05b_lsa_fast`);
 //!   * `nccl`: `ncclAllReduce`.
 //!
 //! `--backend nvshmem` (MPI build) runs the layer-tail contenders that need
@@ -63,8 +63,8 @@ use device_build::route::Build;
 use device_build::shim::{check_lsa_team, DevComm};
 use device_build::Module;
 use device_build::{cache, Env};
-use device_lsa::fast::{self, FastKernels, FastOptions};
-use device_lsa::launch::AllReduceArgs;
+use lsa_fast::fast::{self, FastKernels, FastOptions};
+use lsa_fast::launch::AllReduceArgs;
 use symm_primitive::codes::{self, Call};
 use symm_primitive::context::{
     bytes_of, DeviceBytes, NcclSymmContext, NvshmemSymmContext, SymmContext, BACKEND_NCCL,
@@ -83,7 +83,7 @@ enum Contender {
     Fused,
     /// The same in Triton (triton/tp_tail.py): NCCL 2.32.3, Python with Triton.
     Triton,
-    /// Compute, lesson 05's fast AllReduce, epilogue: three launches (float32).
+    /// Compute, lesson 05b's fast AllReduce, epilogue: three launches (float32).
     Unfused05,
     /// Compute, ncclAllReduce on the windows, epilogue: three launches.
     UnfusedNccl,
@@ -109,14 +109,14 @@ impl Contender {
                 "layer tail fused in Triton: tp_tail_triton (one cooperative launch)"
             }
             Contender::Unfused05 => {
-                "layer tail unfused: tp_compute, lesson 05 fast AllReduce, tp_residual_rmsnorm"
+                "layer tail unfused: tp_compute, lesson 05b fast AllReduce, tp_residual_rmsnorm"
             }
             Contender::UnfusedNccl => {
                 "layer tail unfused: tp_compute, ncclAllReduce, tp_residual_rmsnorm"
             }
             Contender::SymmLayer => "symm_all_reduce alone on the layer's partials (in place)",
             Contender::Symm => "symm_all_reduce_kernel (in place; out of place = copy + in place)",
-            Contender::Fast05 => "lesson 05 --kernel fast",
+            Contender::Fast05 => "lesson 05b (05b_lsa_fast)",
             Contender::Nccl => "ncclAllReduce on the symmetric windows",
         }
     }
@@ -153,7 +153,7 @@ struct Args {
     /// The layer tail's element type (the AllReduce sweep is float32).
     #[arg(long, value_enum, default_value_t = Dtype::F32)]
     dtype: Dtype,
-    /// How the NCCL backend and lesson 05's kernels are built.
+    /// How the NCCL backend and lesson 05b's kernels are built.
     #[arg(long, value_enum, default_value_t = Build::Auto)]
     build: Build,
     /// Instead of timing: run every bad-input case through the device and
@@ -193,7 +193,7 @@ impl Args {
         }
         if self.dtype == Dtype::Bf16 && self.contenders.contains(&Contender::Unfused05) {
             return Err(CannotRun::new(
-                "unfused05 runs lesson 05's kernels, which sum float32 only",
+                "unfused05 runs lesson 05b's kernels, which sum float32 only",
                 "leave unfused05 out of --contenders with --dtype bf16",
             ));
         }
@@ -240,7 +240,7 @@ const ONE_REGION_VARIANTS: usize = 4;
 
 const BENCH: Lesson = Lesson {
     name: "06_symm_bench",
-    about: "Times the fused layer tail (symm_all_reduce inside the kernel) against the same work unfused, and symm_all_reduce against lesson 05's fast kernel and ncclAllReduce",
+    about: "Times the fused layer tail (symm_all_reduce inside the kernel) against the same work unfused, and symm_all_reduce against lesson 05b's fast kernel and ncclAllReduce",
     needs: Needs::GpuAndNccl {
         min: NcclVersion::new(2, 28, 0),
         feature: "the device API (nccl_device.h)",
@@ -422,15 +422,15 @@ fn bench(ctx: &RankContext, args: &Args) -> Result<()> {
             publish(ctx, args, &gpu, series)
         }
         Backend::Nccl => {
-            // This lesson's module, and lesson 05's fast kernels for the baselines.
+            // Lesson 06's module, and lesson 05b's fast kernels for the baselines.
             let mut chosen = ctx.all_ok(
                 symm_primitive::choose_route(args.build, major, minor).context("choose the route"),
             )?;
             let mut chosen05 = ctx.all_ok(
                 benchmarks::lsa::choose_route(args.build, major, minor, false)
-                    .context("choose lesson 05's route"),
+                    .context("choose lesson 05b's route"),
             )?;
-            let cache05 = Env::from_process().cache_root(device_lsa::CACHE_NAME);
+            let cache05 = Env::from_process().cache_root(benchmarks::lsa::CACHE_NAME);
             let (built, built05) = cache::root_first(ctx, "build the kernels", || {
                 Ok((
                     symm_primitive::build_chosen(args.build, &mut chosen, &cache, (major, minor))?,
@@ -474,7 +474,7 @@ fn bench(ctx: &RankContext, args: &Args) -> Result<()> {
             // grids stay within its share too.
             let options = fast_kernels.options(ctx, blocks, multiprocessors)?;
             ctx.all_ok(fast::check_ranks(size).map_err(Into::into))?;
-            // One device communicator for both modules: lesson 05's
+            // One device communicator for both modules: lesson 05b's
             // requirements (one barrier per block, the LL staging buffer)
             // include the one barrier symm_all_reduce uses.
             let (barriers, staging) = fast::requirements(&options, size, 16);

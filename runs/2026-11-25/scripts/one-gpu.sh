@@ -88,9 +88,9 @@ lessons)
     run 03-n$n 120 "${R[@]}" $B/03_alltoallv_sm
     run 04-n$n 120 "${R[@]}" $B/04_vmm_raw
     run 05-simple-nvcc-n$n 300 "${R[@]}" $B/05_device_lsa --build nvcc
-    run 05-fast-nvcc-n$n 120 "${R[@]}" $B/05_device_lsa --build nvcc --kernel fast
+    run 05-fast-nvcc-n$n 120 "${R[@]}" $B/05b_lsa_fast --build nvcc
     run 05-simple-jit-n$n 300 "${R[@]}" $B/05_device_lsa --build jit
-    run 05-fast-jit-n$n 120 "${R[@]}" $B/05_device_lsa --build jit --kernel fast
+    run 05-fast-jit-n$n 120 "${R[@]}" $B/05b_lsa_fast --build jit
     run 06-cuda-f32-nvcc-n$n 300 "${R[@]}" $B/06_symm_primitive --build nvcc
     run 06-cuda-bf16-nvcc-n$n 120 "${R[@]}" $B/06_symm_primitive --build nvcc --dtype bf16
     run 06-cuda-f32-jit-n$n 300 "${R[@]}" $B/06_symm_primitive --build jit
@@ -184,7 +184,7 @@ mpi)
     run mpi-03 120 "${E32[@]}" "${SHARE[@]}" "${MPI[@]}" $M/03_alltoallv_sm
     run mpi-04 120 "${E32[@]}" "${SHARE[@]}" "${MPI[@]}" $M/04_vmm_raw
     run mpi-05-simple 300 "${E32[@]}" "${SHARE[@]}" "${MPI[@]}" $M/05_device_lsa --build nvcc
-    run mpi-05-fast-jit 300 "${E32[@]}" "${SHARE[@]}" "${MPI[@]}" $M/05_device_lsa --build jit --kernel fast
+    run mpi-05-fast-jit 300 "${E32[@]}" "${SHARE[@]}" "${MPI[@]}" $M/05b_lsa_fast --build jit
     run mpi-06-cuda 300 "${E32[@]}" "${SHARE[@]}" "${MPI[@]}" $M/06_symm_primitive --build nvcc
     run mpi-06-triton 300 "${E32[@]}" "${SHARE[@]}" "${MPI[@]}" $M/06_symm_primitive --kernel triton
     run mpi-06-nvshmem 300 "${E32[@]}" NVSHMEM_HOME=$NV "${SHARE[@]}" "${MPI[@]}" $M/06_symm_primitive --backend nvshmem
@@ -233,7 +233,7 @@ release)
     run $V-03-n$n 120 "${R[@]}" $B/03_alltoallv_sm
     run $V-04-n$n 120 "${R[@]}" $B/04_vmm_raw
     run $V-05-simple-n$n 300 "${R[@]}" $B/05_device_lsa --build nvcc
-    run $V-05-fast-n$n 120 "${R[@]}" $B/05_device_lsa --build nvcc --kernel fast
+    run $V-05-fast-n$n 120 "${R[@]}" $B/05b_lsa_fast --build nvcc
   done
   finish
   ;;

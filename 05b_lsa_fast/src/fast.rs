@@ -176,7 +176,7 @@ pub fn twoshot_cap(
             format!(
                 "cuOccupancyMaxActiveBlocksPerMultiprocessor says no block of {THREADS} threads of the two-shot kernel fits on a multiprocessor of this GPU"
             ),
-            "run on a GPU with more registers per multiprocessor (Volta or newer), or use --kernel simple",
+            "run on a GPU with more registers per multiprocessor (Volta or newer), or run NVIDIA's kernel: 05_device_lsa",
         ));
     }
     if share == 0 {
@@ -185,7 +185,7 @@ pub fn twoshot_cap(
                 "{sharing} ranks share this GPU, which holds only {resident} blocks of the two-shot kernel at once: \
                  fewer than one per rank, and every rank's blocks must be resident together"
             ),
-            format!("run at most {resident} ranks per GPU, or use --kernel simple"),
+            format!("run at most {resident} ranks per GPU, or run NVIDIA's kernel: 05_device_lsa"),
         ));
     }
     let whose = if sharing > 1 {
@@ -213,23 +213,6 @@ pub fn twoshot_cap(
             ),
         )),
     }
-}
-
-/// A kernel of `blocks` fixed blocks (NVIDIA's example, 16) whose blocks
-/// wait at LSA barriers, on a GPU of which this rank may use `share`
-/// resident blocks: refused (exit code 2) when they would not all fit
-/// beside the other ranks' on the same GPU.
-pub fn check_fixed_grid(blocks: u32, share: u32) -> Result<(), CannotRun> {
-    if blocks <= share {
-        return Ok(());
-    }
-    Err(CannotRun::new(
-        format!(
-            "the kernel runs {blocks} blocks that wait for each other's peers at LSA barriers, \
-             but this rank's share of the blocks its GPU holds at once is {share}: too many ranks share the GPU"
-        ),
-        "run fewer ranks per GPU",
-    ))
 }
 
 /// One launch of the fast AllReduce: which kernel, and its grid.
@@ -294,7 +277,7 @@ pub fn check_ranks(ranks: usize) -> Result<(), CannotRun> {
         format!(
             "the fast kernels cover LSA teams of up to {MAX_LSA_RANKS} ranks; this one has {ranks}"
         ),
-        "use --kernel simple, or raise MAX_LSA_RANKS in kernels/allreduce_lsa_fast.cu and fast.rs",
+        "run NVIDIA's kernel (05_device_lsa), or raise MAX_LSA_RANKS in kernels/allreduce_lsa_fast.cu and fast.rs",
     ))
 }
 
@@ -755,17 +738,6 @@ mod tests {
         let err = twoshot_cap(None, H200, 300).unwrap_err();
         assert!(
             err.reason.contains("fewer than one per rank"),
-            "{}",
-            err.reason
-        );
-    }
-
-    #[test]
-    fn a_fixed_grid_must_fit_the_share() {
-        assert!(check_fixed_grid(16, 16).is_ok());
-        let err = check_fixed_grid(16, 15).unwrap_err();
-        assert!(
-            err.reason.contains("is 15: too many ranks share the GPU"),
             "{}",
             err.reason
         );

@@ -1,4 +1,4 @@
-//! Launching lesson 05's kernels with the CUDA driver API (the cubin is
+//! Launching lesson 05b's fast kernels with the CUDA driver API (the cubin is
 //! loaded by `device_build::Module`).
 
 use std::ffi::c_void;

@@ -1,5 +1,5 @@
 // A fast AllReduce (sum of floats) on NCCL's device API: two kernels that
-// the host picks between by size (05_device_lsa/src/fast.rs).
+// the host picks between by size (05b_lsa_fast/src/fast.rs).
 //
 // * allreduce_oneshot_ll, for small buffers: no barrier at all. Each rank
 //   broadcasts its whole input into every peer's LL staging buffer (NCCL's
