@@ -52,11 +52,11 @@ use common::setup;
 use common::verify::check_all;
 use common::{CannotRun, Lesson, NcclVersion, Needs, RankContext};
 use cudarc::driver::{result as cu, sys as cu_sys, CudaContext};
+use device_build::program::{self, build_chosen};
 use device_build::route::Build;
 use device_build::shim::{check_lsa_team, DevComm};
-use device_build::Module;
-use device_build::{cache, Env};
-use device_lsa::{build_chosen, check_fixed_grid, choose_route, CACHE_NAME, KERNEL_NAME, THREADS};
+use device_build::{cache, Env, Module};
+use device_lsa::{check_fixed_grid, CACHE_NAME, KERNEL, KERNEL_C, KERNEL_NAME, THREADS};
 
 /// Elements per buffer: 1M floats (4 MiB), as in NCCL's example.
 const COUNT: usize = 1024 * 1024;
@@ -80,7 +80,7 @@ const LESSON: Lesson = Lesson {
         min: NcclVersion::new(2, 28, 0),
         feature: "the device API (nccl_device.h)",
     },
-    tool: Some(device_lsa::build_tool_found),
+    tool: Some(program::tool_found),
 };
 
 /// The loaded NCCL's version (the headers and the device library are checked
@@ -121,19 +121,27 @@ fn device_lsa(ctx: &RankContext, args: &Args) -> Result<()> {
     // with the loaded NCCL's own device library. Rank 0 builds first and the
     // others wait, so that they find the cache filled instead of all
     // compiling at once.
+    let device_code = device_lsa::program();
     let mut chosen = ctx.all_ok(
-        choose_route(args.build, major, minor).context("Step 2: choose how to build the kernels"),
+        program::choose(args.build, (major, minor), &device_code)
+            .context("Step 2: choose how to build the kernels"),
     )?;
     let cache = Env::from_process().cache_root(CACHE_NAME);
     let built = cache::root_first(ctx, "Step 2: build the kernels", || {
-        build_chosen(args.build, &mut chosen, &cache, (major, minor))
+        build_chosen(
+            args.build,
+            &mut chosen,
+            &cache,
+            (major, minor),
+            &device_code,
+        )
     })?;
     if ctx.is_root() {
         eprintln!("note: build route: {} ({})", chosen.plan.name(), chosen.why);
     }
     ctx.println_root(format!(
         "Kernel {} built for sm_{major}{minor} against NCCL {} headers in {}",
-        built.source(),
+        built.source(&KERNEL, &KERNEL_C),
         loaded_version()?,
         chosen.plan.nccl_include().display()
     ));
@@ -156,8 +164,8 @@ fn device_lsa(ctx: &RankContext, args: &Args) -> Result<()> {
     }
 
     // Step 3: Load the kernel (cuModuleLoadData) and the shim, and check both match the NCCL in use.
-    let cubin_path = built.cubin();
-    let cubin = std::fs::read(cubin_path)
+    let cubin_path = built.cubin(&KERNEL);
+    let cubin = std::fs::read(&cubin_path)
         .with_context(|| format!("Step 3: read {}", cubin_path.display()))?;
     // SAFETY: the context is current (Step 1) and `cubin` is a complete ELF image.
     let module = unsafe { cu::module::load_data(cubin.as_ptr().cast()) }

@@ -136,19 +136,9 @@ impl Residency {
     pub fn blocks(&self) -> u32 {
         self.per_multiprocessor.saturating_mul(self.multiprocessors)
     }
-
-    /// The tighter of two kernels' residencies (the same grid cap serves
-    /// both).
-    pub fn min(self, other: Residency) -> Residency {
-        Residency {
-            per_multiprocessor: self.per_multiprocessor.min(other.per_multiprocessor),
-            multiprocessors: self.multiprocessors.min(other.multiprocessors),
-        }
-    }
 }
 
-/// The most blocks the two-shot kernel may run: `requested`
-/// (`--twoshot-blocks`) or, by default, one block per multiprocessor, and
+/// The most blocks the two-shot kernel runs: one per multiprocessor, and
 /// never more than this rank's share of [`Residency::blocks`] when
 /// `ranks_per_gpu` ranks share the GPU (`RankContext::ranks_per_gpu`).
 ///
@@ -157,20 +147,13 @@ impl Residency {
 /// arrive until a resident one has left, so past the resident count the
 /// kernel's progress would rest on the order in which the GPU dispatches
 /// blocks, on every rank at once. Ranks that share a GPU are resident
-/// together, so each takes 1/`ranks_per_gpu` of it. A default above the
-/// share is clamped; a request above it is refused (exit code 2).
-pub fn twoshot_cap(
-    requested: Option<u32>,
-    residency: Residency,
-    ranks_per_gpu: usize,
-) -> Result<u32, CannotRun> {
+/// together, so each takes 1/`ranks_per_gpu` of it; none at all is refused
+/// (exit code 2). (`05_allreduce_bench --twoshot-blocks` asks for another
+/// count within the same share.)
+pub fn twoshot_cap(residency: Residency, ranks_per_gpu: usize) -> Result<u32, CannotRun> {
     let resident = residency.blocks();
     let sharing = ranks_per_gpu.max(1) as u32;
     let share = resident / sharing;
-    let Residency {
-        per_multiprocessor,
-        multiprocessors,
-    } = residency;
     if resident == 0 {
         return Err(CannotRun::new(
             format!(
@@ -188,31 +171,7 @@ pub fn twoshot_cap(
             format!("run at most {resident} ranks per GPU, or run NVIDIA's kernel: 05_device_lsa"),
         ));
     }
-    let whose = if sharing > 1 {
-        format!(
-            "this rank's share of what this GPU holds at once ({sharing} ranks share it): {share} of {resident}"
-        )
-    } else {
-        format!("this GPU holds at once: {resident}")
-    };
-    let default = (multiprocessors / sharing).max(1).min(share);
-    match requested {
-        None => Ok(default),
-        Some(blocks) if blocks <= share => Ok(blocks.max(1)),
-        Some(blocks) => Err(CannotRun::new(
-            format!(
-                "--twoshot-blocks {blocks} asks for more blocks than {whose} \
-                 ({per_multiprocessor} blocks of {THREADS} threads of the two-shot kernel per multiprocessor, \
-                 from cuOccupancyMaxActiveBlocksPerMultiprocessor, x {multiprocessors} multiprocessors); \
-                 its blocks wait for each other at LSA barriers, so a block that is not resident would \
-                 leave progress to the order in which the GPU dispatches blocks"
-            ),
-            format!(
-                "pass --twoshot-blocks {share} or fewer, or leave it out (default: one block per multiprocessor{}, {default})",
-                if sharing > 1 { " and rank" } else { "" },
-            ),
-        )),
-    }
+    Ok((residency.multiprocessors / sharing).max(1).min(share))
 }
 
 /// One launch of the fast AllReduce: which kernel, and its grid.
@@ -669,73 +628,33 @@ mod tests {
     #[test]
     fn the_twoshot_grid_is_capped_at_what_can_be_resident() {
         assert_eq!(H200.blocks(), 264);
-        assert_eq!(twoshot_cap(None, H200, 1), Ok(132));
-        assert_eq!(twoshot_cap(Some(264), H200, 1), Ok(264));
-        assert_eq!(twoshot_cap(Some(16), H200, 1), Ok(16));
+        assert_eq!(twoshot_cap(H200, 1), Ok(132));
         // A kernel that fits once per multiprocessor on a small GPU: the
         // default (one per multiprocessor) is what fits.
         let one = Residency {
             per_multiprocessor: 1,
             multiprocessors: 80,
         };
-        assert_eq!(twoshot_cap(None, one, 1), Ok(80));
-        assert_eq!(
-            one.min(H200),
-            Residency {
-                per_multiprocessor: 1,
-                multiprocessors: 80
-            }
-        );
+        assert_eq!(twoshot_cap(one, 1), Ok(80));
     }
 
     #[test]
-    fn more_blocks_than_can_be_resident_are_refused_with_the_fix() {
-        let err = twoshot_cap(Some(1024), H200, 1).unwrap_err();
-        assert!(
-            err.reason.starts_with(
-                "--twoshot-blocks 1024 asks for more blocks than this GPU holds at once: 264 (2 blocks of 512 threads"
-            ),
-            "{}",
-            err.reason
-        );
-        assert!(
-            err.reason.contains("x 132 multiprocessors"),
-            "{}",
-            err.reason
-        );
-        assert!(err.reason.contains("LSA barriers"), "{}", err.reason);
-        assert_eq!(
-            err.fix,
-            "pass --twoshot-blocks 264 or fewer, or leave it out (default: one block per multiprocessor, 132)"
-        );
+    fn a_gpu_that_holds_no_block_is_refused() {
         let none = Residency {
             per_multiprocessor: 0,
             multiprocessors: 132,
         };
-        assert!(twoshot_cap(None, none, 1).is_err());
+        assert!(twoshot_cap(none, 1).is_err());
     }
 
     #[test]
     fn ranks_that_share_a_gpu_each_take_their_share() {
         // 2 ranks on one H200: 132 of its 264 resident blocks each, and by
         // default 66, one per multiprocessor between them.
-        assert_eq!(twoshot_cap(None, H200, 2), Ok(66));
-        assert_eq!(twoshot_cap(Some(132), H200, 2), Ok(132));
-        assert_eq!(twoshot_cap(None, H200, 8), Ok(16));
-        let err = twoshot_cap(Some(133), H200, 2).unwrap_err();
-        assert!(
-            err.reason.starts_with(
-                "--twoshot-blocks 133 asks for more blocks than this rank's share of what this GPU holds at once (2 ranks share it): 132 of 264"
-            ),
-            "{}",
-            err.reason
-        );
-        assert_eq!(
-            err.fix,
-            "pass --twoshot-blocks 132 or fewer, or leave it out (default: one block per multiprocessor and rank, 66)"
-        );
+        assert_eq!(twoshot_cap(H200, 2), Ok(66));
+        assert_eq!(twoshot_cap(H200, 8), Ok(16));
         // More ranks than resident blocks: refused, not a grid of 0.
-        let err = twoshot_cap(None, H200, 300).unwrap_err();
+        let err = twoshot_cap(H200, 300).unwrap_err();
         assert!(
             err.reason.contains("fewer than one per rank"),
             "{}",

@@ -10,21 +10,10 @@
 //! "Making it fast" takes it one measured step at a time, and
 //! `05_allreduce_bench` (in `benchmarks/`) measures it against NCCL.
 //!
-//! Device code only runs with the NCCL release it was built against, so the
-//! program builds its kernels at run time, for this GPU and the NCCL it
-//! loaded, and caches them (the `device_build` crate), by one of two routes
-//! (`--build auto|nvcc|jit`):
-//!
-//! * `nvcc`: the C++ kernels, compiled by nvcc against the loaded NCCL's
-//!   headers (any release from 2.28), with a small host shim that owns every
-//!   NCCL struct whose layout changes between releases;
-//! * `jit`: the two-shot kernel on the C API of `nccl_device_wrapper.h`
-//!   (`kernels/allreduce_lsa_fast_c.cu`), compiled by NVRTC and linked by
-//!   nvJitLink with NCCL's own device library (`libnccl_device.ltoir`, NCCL
-//!   2.32.3): no toolkit, only pip wheels. On this route every size takes
-//!   the two-shot: NCCL 2.32.3's wrapper has no LL API for the one-shot.
-//!
-//! `auto` takes jit when it can and says why on stderr.
+//! The kernels are built at run time as lesson 05's is (`--build
+//! auto|nvcc|jit`, see its README). On the jit route
+//! (`kernels/allreduce_lsa_fast_c.cu`) every size takes the two-shot: NCCL
+//! 2.32.3's `nccl_device_wrapper.h` has no LL API for the one-shot.
 //!
 //! Run it (needs nvcc and the NCCL headers matching the library, or NCCL
 //! 2.32.3 with NVRTC and nvJitLink; and GPUs with P2P access to each other):
@@ -47,13 +36,13 @@ use common::setup;
 use common::verify::check_all;
 use common::{CannotRun, Lesson, NcclVersion, Needs, RankContext};
 use cudarc::driver::{sys as cu_sys, CudaContext};
+use device_build::program::{self, build_chosen};
 use device_build::route::Build;
 use device_build::shim::{check_lsa_team, DevComm};
-use device_build::Module;
-use device_build::{cache, Env};
+use device_build::{cache, Env, Module};
 use lsa_fast::fast::{self, FastKernels, GridPlan};
 use lsa_fast::launch::AllReduceArgs;
-use lsa_fast::{build_chosen, choose_route, CACHE_NAME};
+use lsa_fast::{CACHE_NAME, FAST, FAST_C};
 
 /// Elements per buffer: 1M floats (4 MiB), as in NCCL's example.
 const COUNT: usize = 1024 * 1024;
@@ -76,7 +65,7 @@ const LESSON: Lesson = Lesson {
         min: NcclVersion::new(2, 28, 0),
         feature: "the device API (nccl_device.h)",
     },
-    tool: Some(lsa_fast::build_tool_found),
+    tool: Some(program::tool_found),
 };
 
 /// The loaded NCCL's version (the headers and the device library are checked
@@ -117,19 +106,27 @@ fn lsa_fast(ctx: &RankContext, args: &Args) -> Result<()> {
     // with the loaded NCCL's own device library. Rank 0 builds first and the
     // others wait, so that they find the cache filled instead of all
     // compiling at once.
+    let device_code = lsa_fast::program();
     let mut chosen = ctx.all_ok(
-        choose_route(args.build, major, minor).context("Step 2: choose how to build the kernels"),
+        program::choose(args.build, (major, minor), &device_code)
+            .context("Step 2: choose how to build the kernels"),
     )?;
     let cache = Env::from_process().cache_root(CACHE_NAME);
     let built = cache::root_first(ctx, "Step 2: build the kernels", || {
-        build_chosen(args.build, &mut chosen, &cache, (major, minor))
+        build_chosen(
+            args.build,
+            &mut chosen,
+            &cache,
+            (major, minor),
+            &device_code,
+        )
     })?;
     if ctx.is_root() {
         eprintln!("note: build route: {} ({})", chosen.plan.name(), chosen.why);
     }
     ctx.println_root(format!(
         "Kernel {} built for sm_{major}{minor} against NCCL {} headers in {}",
-        built.fast_source(),
+        built.source(&FAST, &FAST_C),
         loaded_version()?,
         chosen.plan.nccl_include().display()
     ));
@@ -154,7 +151,7 @@ fn lsa_fast(ctx: &RankContext, args: &Args) -> Result<()> {
     // Step 3: Load the kernels (cuModuleLoadData) and the shim, and check both match the NCCL in use.
     // The nvcc route's module holds both kernels; the jit route's the
     // two-shot alone (see fast.rs).
-    let module = Module::load(built.fast_cubin()).context("Step 3: cuModuleLoadData")?;
+    let module = Module::load(&built.cubin(&FAST)).context("Step 3: cuModuleLoadData")?;
     let fast_kernels =
         FastKernels::load(&module, built.route == "nvcc").context("Step 3: cuModuleGetFunction")?;
     // The nvcc route's shim (dlopen), or, on the jit route, NCCL's own
@@ -213,7 +210,7 @@ fn lsa_fast(ctx: &RankContext, args: &Args) -> Result<()> {
         .twoshot_residency(multiprocessors)
         .context("Step 7: occupancy of the two-shot kernel")?;
     let twoshot_blocks =
-        ctx.all_ok(fast::twoshot_cap(None, residency, ctx.ranks_per_gpu()).map_err(Into::into))?;
+        ctx.all_ok(fast::twoshot_cap(residency, ctx.ranks_per_gpu()).map_err(Into::into))?;
     let fast_options = fast_kernels
         .options(ctx, twoshot_blocks, multiprocessors)
         .context("Step 7: occupancy of the one-shot kernel")?;

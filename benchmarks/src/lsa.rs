@@ -6,14 +6,13 @@
 //! lessons' own builds leave them out: linking NCCL's reduce/copy loops is
 //! most of the jit route's cold build time.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use anyhow::Result;
-use common::nccl::loaded_nccl;
-use common::NcclVersion;
-use device_build::route::{self, Build, Chosen, Plan, Program};
-use device_build::shim::Shim;
-use device_build::{cache, jit, nvcc, CacheRoot, Env, Source};
+use device_build::program;
+pub use device_build::program::{build, Built};
+use device_build::route::{Build, Chosen, Program};
+use device_build::{CacheRoot, Source};
 use device_lsa::{KERNEL, KERNEL_C};
 use lsa_fast::{FAST, FAST_C};
 
@@ -53,102 +52,26 @@ pub fn program(with_prims: bool) -> Program {
 
 /// The route for `build` on this GPU and the loaded NCCL, and why.
 pub fn choose_route(build: Build, major: i32, minor: i32, with_prims: bool) -> Result<Chosen> {
-    let nccl = loaded_nccl()?;
-    route::choose(
-        build,
-        &Env::from_process(),
-        &format!("sm_{major}{minor}"),
-        nccl.version,
-        &nccl.path,
-        &program(with_prims),
-    )
-}
-
-/// The benchmark's built kernels, from either route.
-pub struct Built {
-    /// `nvcc` or `jit`.
-    pub route: &'static str,
-    pub build: cache::Built,
-    simple: PathBuf,
-    fast: PathBuf,
-    prims: Option<PathBuf>,
-    shim: Option<PathBuf>,
-    nccl: NcclVersion,
-    library: PathBuf,
-}
-
-impl Built {
-    /// The module of NVIDIA's kernel (`allreduce_lsa`).
-    pub fn simple_cubin(&self) -> &Path {
-        &self.simple
-    }
-    /// The module of the fast kernels (`allreduce_twoshot`, and on the nvcc
-    /// route `allreduce_oneshot_ll`).
-    pub fn fast_cubin(&self) -> &Path {
-        &self.fast
-    }
-    /// The module of the NCCL-primitives kernels (jit route, built with them).
-    pub fn prims_cubin(&self) -> Option<&Path> {
-        self.prims.as_deref()
-    }
-    /// How this route makes the device communicator: the shim (nvcc), or
-    /// NCCL called directly with 2.32.3's requirements layout (jit).
-    pub fn dev_comm_maker(&self) -> Result<Shim> {
-        Shim::for_build(self.shim.as_deref(), &self.library, self.nccl)
-    }
-}
-
-/// Builds (or reuses) the kernels of `plan`.
-pub fn build(plan: &Plan, cache: &CacheRoot) -> Result<Built> {
-    Ok(match plan {
-        Plan::Nvcc(target) => {
-            let built = nvcc::build_or_reuse(target, cache)?;
-            Built {
-                route: "nvcc",
-                simple: built.cubin(&KERNEL),
-                fast: built.cubin(&FAST),
-                prims: None,
-                shim: Some(built.shim.clone()),
-                nccl: target.nccl,
-                library: target.library.clone(),
-                build: built.build,
-            }
-        }
-        Plan::Jit(target) => {
-            let build = jit::build_or_reuse(target, cache)?;
-            let cubin = build.file(jit::CUBIN);
-            let with_prims = target.kernels.contains(&PRIMS);
-            Built {
-                route: "jit",
-                simple: cubin.clone(),
-                fast: cubin.clone(),
-                prims: with_prims.then_some(cubin),
-                shim: None,
-                nccl: target.nccl,
-                library: target.library.clone(),
-                build,
-            }
-        }
-    })
+    program::choose(build, (major, minor), &program(with_prims))
 }
 
 /// [`build`], falling back to nvcc under `--build auto` when the jit build
-/// fails for want of a tool ([`route::build_or_fall_back`]). Not when
-/// `with_prims`: NCCL's primitives exist on the jit route alone.
+/// fails for want of a tool (`device_build::route::build_or_fall_back`).
+/// Not when `with_prims`: NCCL's primitives exist on the jit route alone.
 pub fn build_chosen(
     requested: Build,
     chosen: &mut Chosen,
     cache: &CacheRoot,
-    (major, minor): (i32, i32),
+    capability: (i32, i32),
     with_prims: bool,
 ) -> Result<Built> {
     if with_prims {
         return build(&chosen.plan, cache);
     }
-    route::build_or_fall_back(
-        requested,
-        chosen,
-        |plan| build(plan, cache),
-        || choose_route(Build::Nvcc, major, minor, with_prims),
-    )
+    program::build_chosen(requested, chosen, cache, capability, &program(false))
+}
+
+/// The module of the NCCL-primitives kernels: the jit build, made with them.
+pub fn prims_cubin(built: &Built, with_prims: bool) -> Option<PathBuf> {
+    (built.route == "jit" && with_prims).then(|| built.cubin(&PRIMS))
 }

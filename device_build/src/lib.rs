@@ -13,7 +13,8 @@
 //!   with NCCL's own device library, `libnccl_device.ltoir`, through the C
 //!   API of `nccl_device_wrapper.h`. NCCL 2.32.3; no toolkit.
 //!
-//! [`route`] chooses between them (`--build auto|nvcc|jit`), and [`Module`]
+//! [`route`] chooses between them (`--build auto|nvcc|jit`), [`program`]
+//! makes the choice and the build one call for a lesson, and [`Module`]
 //! loads what either made.
 //!
 //! Both routes cache their output under the same rules ([`cache`]): a
@@ -25,6 +26,7 @@ pub mod env;
 pub mod jit;
 pub mod module;
 pub mod nvcc;
+pub mod program;
 pub mod route;
 pub mod shim;
 

@@ -55,7 +55,8 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 use bench::allreduce::{self, buffer_bytes, nccl_allreduce, Buffers, StressArgs, Sweep};
 use bench::{Placement, SweepArgs};
-use benchmarks::lsa::{build, build_chosen, choose_route, CACHE_NAME};
+use benchmarks::grid;
+use benchmarks::lsa::{build, build_chosen, choose_route, prims_cubin, CACHE_NAME};
 use benchmarks::prims::{self, PrimsKernels};
 use common::setup;
 use common::{parse_size, CannotRun, Lesson, NcclVersion, Needs, RankContext};
@@ -64,10 +65,10 @@ use device_build::route::{Build, Plan};
 use device_build::shim::{check_lsa_team, DevComm};
 use device_build::Module;
 use device_build::{cache, Env};
-use device_lsa::KERNEL_NAME;
+use device_lsa::{KERNEL, KERNEL_NAME};
 use lsa_fast::fast::{self, FastKernels, FastOptions, GridPlan, Path};
 use lsa_fast::launch::{launch_allreduce, AllReduceArgs};
-use lsa_fast::THREADS;
+use lsa_fast::{FAST, THREADS};
 
 /// The contenders, in the order of the README's steps.
 #[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
@@ -256,7 +257,7 @@ const BENCH: Lesson = Lesson {
         min: NcclVersion::new(2, 28, 0),
         feature: "the device API (nccl_device.h)",
     },
-    tool: Some(device_lsa::build_tool_found),
+    tool: Some(device_build::program::tool_found),
 };
 
 fn main() -> ExitCode {
@@ -324,14 +325,14 @@ fn bench(ctx: &RankContext, args: &Args) -> Result<()> {
             );
         }
     }
-    let simple_module = Module::load(built.simple_cubin())?;
+    let simple_module = Module::load(&built.cubin(&KERNEL))?;
     let simple = simple_module.function(KERNEL_NAME)?;
-    let fast_module = Module::load(built.fast_cubin())?;
+    let fast_module = Module::load(&built.cubin(&FAST))?;
     let fast_kernels = FastKernels::load(&fast_module, built.route == "nvcc")?;
     // The jit build: the lesson's own when its route is jit.
     let jit = jit_built.as_ref().unwrap_or(&built);
-    let jit_module = match jit.prims_cubin() {
-        Some(cubin) => Some(Module::load(cubin)?),
+    let jit_module = match prims_cubin(jit, wants_jit) {
+        Some(cubin) => Some(Module::load(&cubin)?),
         None => None,
     };
     let jit_kernels = match &jit_module {
@@ -362,12 +363,11 @@ fn bench(ctx: &RankContext, args: &Args) -> Result<()> {
     // and the jit build's two-shot and primitives) can hold resident at once.
     let mut residency = fast_kernels.twoshot_residency(multiprocessors)?;
     if let Some((jit_fast, prims)) = &jit_kernels {
-        residency = residency
-            .min(jit_fast.twoshot_residency(multiprocessors)?)
-            .min(prims.residency(multiprocessors)?);
+        residency = grid::tighter(residency, jit_fast.twoshot_residency(multiprocessors)?);
+        residency = grid::tighter(residency, prims.residency(multiprocessors)?);
     }
     let twoshot_max_blocks = ctx.all_ok(
-        fast::twoshot_cap(args.twoshot_blocks, residency, ctx.ranks_per_gpu()).map_err(Into::into),
+        grid::twoshot_cap(args.twoshot_blocks, residency, ctx.ranks_per_gpu()).map_err(Into::into),
     )?;
     let options = FastOptions {
         oneshot_max_bytes: if fast_kernels.oneshot.is_some() {

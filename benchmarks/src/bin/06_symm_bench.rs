@@ -462,7 +462,7 @@ fn bench(ctx: &RankContext, args: &Args) -> Result<()> {
             } else {
                 None
             };
-            let fast_module = Module::load(built05.fast_cubin())?;
+            let fast_module = Module::load(&built05.cubin(&lsa_fast::FAST))?;
             let fast_kernels = FastKernels::load(&fast_module, built05.route == "nvcc")?;
             let shim = built05.dev_comm_maker()?;
             let comm = setup::communicator(ctx)?;

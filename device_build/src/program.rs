@@ -1,0 +1,110 @@
+//! A lesson's device code in one call: the route for this GPU and the loaded
+//! NCCL ([`choose`]), the build on it, falling back to nvcc under `--build
+//! auto` ([`build_chosen`]), and where each kernel's module is ([`Built`]).
+//! What lessons 05 and 05b and the benchmarks each wrote out before.
+
+use std::path::PathBuf;
+
+use anyhow::Result;
+use common::nccl::loaded_nccl;
+use common::{CannotRun, NcclVersion};
+
+use crate::route::{self, Build, Chosen, Plan, Program};
+use crate::shim::Shim;
+use crate::{cache, jit, nvcc, CacheRoot, Env, Source};
+
+/// The preflight tool check a lesson names in `Lesson::tool`: nvcc or NVRTC
+/// is found, so that a machine with neither hears so before any rank
+/// starts, beside any other problem, rather than at the build on every rank.
+pub fn tool_found() -> Result<(), CannotRun> {
+    route::some_route_found(&Env::from_process())
+}
+
+/// The route for `build` on a GPU of compute capability `major.minor` and
+/// the loaded NCCL, and why.
+pub fn choose(build: Build, (major, minor): (i32, i32), program: &Program) -> Result<Chosen> {
+    let nccl = loaded_nccl()?;
+    route::choose(
+        build,
+        &Env::from_process(),
+        &format!("sm_{major}{minor}"),
+        nccl.version,
+        &nccl.path,
+        program,
+    )
+}
+
+/// A program's built device code, from either route.
+pub struct Built {
+    /// `nvcc` or `jit`.
+    pub route: &'static str,
+    pub build: cache::Built,
+    shim: Option<PathBuf>,
+    nccl: NcclVersion,
+    library: PathBuf,
+}
+
+impl Built {
+    /// The module holding the kernels of `nvcc_source`: its own cubin on the
+    /// nvcc route; on the jit route, the one cubin every source is linked into.
+    pub fn cubin(&self, nvcc_source: &Source) -> PathBuf {
+        match self.route {
+            "nvcc" => self.build.file(&nvcc_source.cubin()),
+            _ => self.build.file(jit::CUBIN),
+        }
+    }
+
+    /// The source this route compiled: `nvcc_source` or `jit_source`.
+    pub fn source(&self, nvcc_source: &Source, jit_source: &Source) -> &'static str {
+        match self.route {
+            "nvcc" => nvcc_source.file,
+            _ => jit_source.file,
+        }
+    }
+
+    /// How this route makes the device communicator: the shim (nvcc), or
+    /// NCCL called directly with 2.32.3's requirements layout (jit).
+    pub fn dev_comm_maker(&self) -> Result<Shim> {
+        Shim::for_build(self.shim.as_deref(), &self.library, self.nccl)
+    }
+}
+
+/// Builds (or reuses) the device code of `plan`.
+pub fn build(plan: &Plan, cache: &CacheRoot) -> Result<Built> {
+    Ok(match plan {
+        Plan::Nvcc(target) => {
+            let built = nvcc::build_or_reuse(target, cache)?;
+            Built {
+                route: "nvcc",
+                shim: Some(built.shim),
+                nccl: target.nccl,
+                library: target.library.clone(),
+                build: built.build,
+            }
+        }
+        Plan::Jit(target) => Built {
+            route: "jit",
+            build: jit::build_or_reuse(target, cache)?,
+            shim: None,
+            nccl: target.nccl,
+            library: target.library.clone(),
+        },
+    })
+}
+
+/// [`build`], falling back to nvcc under `--build auto` when the jit build
+/// fails for want of a tool ([`route::build_or_fall_back`]).
+pub fn build_chosen(
+    requested: Build,
+    chosen: &mut Chosen,
+    cache: &CacheRoot,
+    capability: (i32, i32),
+    program: &Program,
+) -> Result<Built> {
+    route::build_or_fall_back(
+        requested,
+        chosen,
+        |plan| build(plan, cache),
+        || choose(Build::Nvcc, capability, program),
+    )
+}
