@@ -43,13 +43,12 @@
 //! the GPU-initiated networking (GIN) half of the device API, which needs a
 //! network.
 
-use std::ffi::{c_void, CString};
+use std::ffi::CString;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
-use common::nccl::sys;
-use common::setup;
 use common::verify::check_all;
+use common::{kernel, setup};
 use common::{CannotRun, Lesson, NcclVersion, Needs, RankContext};
 use cudarc::driver::{result as cu, sys as cu_sys, CudaContext};
 use device_build::program::{self, build_chosen};
@@ -172,7 +171,7 @@ fn device_lsa(ctx: &RankContext, args: &Args) -> Result<()> {
         .context("Step 3: cuModuleLoadData")?;
     let module = Module::adopt(module);
     // SAFETY: the module is loaded; the name is the kernel's extern "C" name.
-    let kernel = unsafe { cu::module::get_function(module.raw(), CString::new(KERNEL_NAME)?) }
+    let function = unsafe { cu::module::get_function(module.raw(), CString::new(KERNEL_NAME)?) }
         .context("Step 3: cuModuleGetFunction")?;
     // The nvcc route's shim (dlopen), or, on the jit route, NCCL's own
     // ncclDevCommCreate with the requirements laid out for 2.32.3.
@@ -222,8 +221,8 @@ fn device_lsa(ctx: &RankContext, args: &Args) -> Result<()> {
         .context("Step 7: multiprocessor count")? as u32;
     // NVIDIA's kernel runs BLOCKS blocks whatever the GPU: check that every
     // rank's fit at once when ranks share it (RankContext::share_of_gpu).
-    // SAFETY: `kernel` comes from `module`, which is loaded.
-    let per_multiprocessor = unsafe { device_lsa::blocks_per_multiprocessor(kernel, THREADS) }
+    // SAFETY: `function` comes from `module`, which is loaded.
+    let per_multiprocessor = unsafe { device_lsa::blocks_per_multiprocessor(function, THREADS) }
         .context("Step 7: occupancy of the kernel")?;
     ctx.all_ok(
         check_fixed_grid(
@@ -245,7 +244,9 @@ fn device_lsa(ctx: &RankContext, args: &Args) -> Result<()> {
 
     // Step 8: Launch the kernel on this rank's stream, the device communicator passed by value.
     // cuLaunchKernel takes one pointer per kernel parameter and copies as many
-    // bytes as the parameter's type has, so the devComm bytes travel by value.
+    // bytes as the parameter's type has, so the devComm bytes travel by value;
+    // common::kernel's builder collects those pointers, as cudarc's
+    // launch_builder does for its own modules.
     // NOTE: the host copy in Step 6 and the kernel share `stream`, so the send
     // buffer is filled before the kernel starts; other ranks' buffers are
     // ordered by the kernel's first (acquire) barrier.
@@ -259,29 +260,18 @@ fn device_lsa(ctx: &RankContext, args: &Args) -> Result<()> {
         size - 1
     ));
     // 16 blocks of 512 threads, as in NVIDIA's example.
-    let (mut send_win, mut recv_win) = (send_window.as_raw(), recv_window.as_raw());
-    let (mut send_offset, mut recv_offset, mut count) = (0usize, 0usize, COUNT);
-    let mut params: [*mut c_void; 6] = [
-        (&mut send_win as *mut sys::ncclWindow_t).cast(),
-        (&mut send_offset as *mut usize).cast(),
-        (&mut recv_win as *mut sys::ncclWindow_t).cast(),
-        (&mut recv_offset as *mut usize).cast(),
-        (&mut count as *mut usize).cast(),
-        dev_comm.as_kernel_arg(),
-    ];
-    // SAFETY: the parameters match the kernel's signature (window, size_t,
-    // window, size_t, size_t, ncclDevComm) and outlive the launch call.
-    unsafe {
-        cu::launch_kernel(
-            kernel,
-            (BLOCKS, 1, 1),
-            (THREADS, 1, 1),
-            0,
-            stream.cu_stream(),
-            &mut params,
-        )
-    }
-    .context("Step 8: cuLaunchKernel")?;
+    let (send_win, recv_win) = (send_window.as_raw(), recv_window.as_raw());
+    let mut launch = kernel::launch_builder(&stream, function);
+    launch
+        .arg(&send_win)
+        .arg(&0usize)
+        .arg(&recv_win)
+        .arg(&0usize)
+        .arg(&COUNT)
+        .arg_bytes(dev_comm.kernel_arg());
+    // SAFETY: the arguments match the kernel's signature (window, size_t,
+    // window, size_t, size_t, ncclDevComm), and the module is loaded.
+    unsafe { launch.launch(kernel::grid(BLOCKS, THREADS)) }.context("Step 8: cuLaunchKernel")?;
     stream
         .synchronize()
         .context("Step 8: wait for the kernel")?;

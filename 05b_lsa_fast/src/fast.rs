@@ -14,8 +14,6 @@
 //! The choice is made on the host from the size alone, identically on every
 //! rank, as both kernels require.
 
-use std::ffi::c_void;
-
 use anyhow::{bail, ensure, Result};
 use common::{CannotRun, RankContext};
 use cudarc::driver::{sys as cu_sys, CudaStream};
@@ -452,7 +450,8 @@ impl FastKernels {
     }
 
     /// Enqueues `path` on `stream`. The device communicator must have been
-    /// created with [`requirements`] for these options.
+    /// created with [`requirements`] for these options. (It is only read;
+    /// `&mut` stays until `06_symm_bench`, which passes it so, changes.)
     pub fn launch(
         &self,
         path: Path,
@@ -466,13 +465,13 @@ impl FastKernels {
             dev_comm.lsa_barriers(),
             dev_comm.ll_staging(),
         )?;
-        let comm_arg = dev_comm.as_kernel_arg();
+        let comm_arg = dev_comm.kernel_arg();
         match path {
             Path::OneShot { blocks } => {
                 let oneshot = self.oneshot.ok_or_else(|| {
                     anyhow::anyhow!("this build has no one-shot kernel (the jit route)")
                 })?;
-                let handle: *mut c_void = dev_comm.ll_handle_arg().ok_or_else(|| {
+                let handle = dev_comm.ll_handle_arg().ok_or_else(|| {
                     anyhow::anyhow!("the device communicator has no LL staging buffer")
                 })?;
                 ensure!(
@@ -482,13 +481,21 @@ impl FastKernels {
                 // SAFETY: allreduce_oneshot_ll takes the six common
                 // arguments and an ncclLLA2AHandle by value.
                 unsafe {
-                    launch_allreduce(oneshot, blocks, THREADS, stream, args, comm_arg, &[handle])
+                    launch_allreduce(
+                        oneshot,
+                        blocks,
+                        THREADS,
+                        stream,
+                        args,
+                        comm_arg,
+                        Some(handle),
+                    )
                 }
             }
             Path::TwoShot { blocks } => {
                 // SAFETY: allreduce_twoshot takes the six common arguments.
                 unsafe {
-                    launch_allreduce(self.twoshot, blocks, THREADS, stream, args, comm_arg, &[])
+                    launch_allreduce(self.twoshot, blocks, THREADS, stream, args, comm_arg, None)
                 }
             }
         }

@@ -1,8 +1,6 @@
 //! Launching lesson 05b's fast kernels with the CUDA driver API (the cubin is
 //! loaded by `device_build::Module`).
 
-use std::ffi::c_void;
-
 use anyhow::{Context, Result};
 use cudarc::driver::{result as cu, sys as cu_sys, CudaStream};
 
@@ -31,45 +29,36 @@ pub struct AllReduceArgs {
 }
 
 /// `cuLaunchKernel(kernel, grid, block, ...)` on `stream` with `args`, the
-/// device communicator's bytes and any `extra` by-value arguments after it.
-/// cuLaunchKernel takes one pointer per kernel parameter and copies as many
-/// bytes as the parameter's type has, so opaque structs travel by value.
+/// device communicator's bytes and, if given, one more by-value argument
+/// after it (the one-shot's `ncclLLA2AHandle`). cuLaunchKernel takes one
+/// pointer per kernel parameter and copies as many bytes as the parameter's
+/// type has, so opaque structs travel by value; `common::kernel`'s builder
+/// collects the pointers.
 ///
 /// # Safety
-/// The kernel's parameters must be the six of [`AllReduceArgs`] plus one per
-/// `extra`, each pointing to a value of the parameter's type and size.
+/// The kernel's parameters must be the six of [`AllReduceArgs`] plus
+/// `extra`'s, of these types, and its module must be loaded.
 pub unsafe fn launch_allreduce(
     kernel: cu_sys::CUfunction,
     grid: u32,
     block: u32,
     stream: &CudaStream,
     args: AllReduceArgs,
-    dev_comm: *mut c_void,
-    extra: &[*mut c_void],
+    dev_comm: &[u8],
+    extra: Option<&[u8]>,
 ) -> Result<()> {
-    let AllReduceArgs {
-        mut send_window,
-        mut send_offset,
-        mut recv_window,
-        mut recv_offset,
-        mut count,
-    } = args;
-    let mut params: Vec<*mut c_void> = vec![
-        (&mut send_window as *mut common::nccl::sys::ncclWindow_t).cast(),
-        (&mut send_offset as *mut usize).cast(),
-        (&mut recv_window as *mut common::nccl::sys::ncclWindow_t).cast(),
-        (&mut recv_offset as *mut usize).cast(),
-        (&mut count as *mut usize).cast(),
-        dev_comm,
-    ];
-    params.extend_from_slice(extra);
-    cu::launch_kernel(
-        kernel,
-        (grid, 1, 1),
-        (block, 1, 1),
-        0,
-        stream.cu_stream(),
-        &mut params,
-    )
-    .context("cuLaunchKernel")
+    let mut launch = common::kernel::launch_builder(stream, kernel);
+    launch
+        .arg(&args.send_window)
+        .arg(&args.send_offset)
+        .arg(&args.recv_window)
+        .arg(&args.recv_offset)
+        .arg(&args.count)
+        .arg_bytes(dev_comm);
+    if let Some(extra) = extra {
+        launch.arg_bytes(extra);
+    }
+    launch
+        .launch(common::kernel::grid(grid, block))
+        .context("cuLaunchKernel")
 }

@@ -238,10 +238,10 @@ fn lsa_fast(ctx: &RankContext, args: &Args) -> Result<()> {
     // Step 8: Launch the one-shot or the two-shot kernel, by size, the device communicator passed by value.
     // cuLaunchKernel takes one pointer per kernel parameter and copies as many
     // bytes as the parameter's type has, so the devComm bytes travel by value
-    // (launch.rs). NOTE: the host copy in Step 6 and the kernel share
-    // `stream`, so the send buffer is filled before the kernel starts; other
-    // ranks' data is ordered by the two-shot's first (acquire) barrier, or
-    // by the one-shot's LL flags.
+    // (launch.rs, through common::kernel's launch builder). NOTE: the host
+    // copy in Step 6 and the kernel share `stream`, so the send buffer is
+    // filled before the kernel starts; other ranks' data is ordered by the
+    // two-shot's first (acquire) barrier, or by the one-shot's LL flags.
     let expected = (size * (size - 1) / 2) as f32;
     ctx.println_root(format!(
         "Starting AllReduce with {COUNT} elements ({} MB) using Device API",

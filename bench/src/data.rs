@@ -10,10 +10,11 @@
 //! compiles that PTX for the GPU when [`DataKernels::load`] runs, so the
 //! benchmarks need no CUDA toolkit.
 
-use std::ffi::{c_void, CString};
+use std::ffi::CString;
 
 use anyhow::{Context, Result};
-use cudarc::driver::{result as cu, sys as cu_sys, CudaStream};
+use common::kernel::{self, launch_builder};
+use cudarc::driver::{result as cu, sys as cu_sys, CudaStream, LaunchConfig};
 
 /// The kernels' source, for the test that checks the PTX was made from it.
 pub const SOURCE: &str = include_str!("../kernels/data.cu");
@@ -89,16 +90,12 @@ impl DataKernels {
         rank: usize,
         stream: &CudaStream,
     ) -> Result<()> {
-        let (mut at, mut count, mut seed, mut rank) = (at, count as u64, seed, rank as u32);
-        let mut params = [
-            (&mut at as *mut u64).cast::<c_void>(),
-            (&mut count as *mut u64).cast(),
-            (&mut seed as *mut u64).cast(),
-            (&mut rank as *mut u32).cast(),
-        ];
+        let (count, rank) = (count as u64, rank as u32);
+        let mut launch = launch_builder(stream, self.fill);
+        launch.arg(&at).arg(&count).arg(&seed).arg(&rank);
         // SAFETY: `at` holds `count` floats (the caller's region); the
-        // parameters match fill_input's (float*, u64, u64, u32).
-        unsafe { launch(self.fill, grid(count), stream, &mut params) }.context("fill_input")
+        // arguments match fill_input's (float*, u64, u64, u32).
+        unsafe { launch.launch(grid(count)) }.context("fill_input")
     }
 
     /// NaN ([`POISON`]) over `count` floats at `at`.
@@ -124,19 +121,17 @@ impl DataKernels {
         // SAFETY: `result` holds two words; `start` is read before the call returns.
         unsafe { cu::memcpy_htod_async(self.result, &start[..], stream.cu_stream()) }
             .context("cuMemcpyHtoDAsync (reset the check)")?;
-        let (mut at, mut count_words, mut seed, mut ranks, mut result) =
-            (at, count as u64, seed, ranks as u32, self.result);
-        let mut params = [
-            (&mut at as *mut u64).cast::<c_void>(),
-            (&mut count_words as *mut u64).cast(),
-            (&mut seed as *mut u64).cast(),
-            (&mut ranks as *mut u32).cast(),
-            (&mut result as *mut u64).cast(),
-        ];
-        // SAFETY: `at` holds `count` floats; the parameters match check_sum's
+        let (count_words, ranks) = (count as u64, ranks as u32);
+        let mut launch = launch_builder(stream, self.check);
+        launch
+            .arg(&at)
+            .arg(&count_words)
+            .arg(&seed)
+            .arg(&ranks)
+            .arg(&self.result);
+        // SAFETY: `at` holds `count` floats; the arguments match check_sum's
         // (const float*, u64, u64, u32, u64*).
-        unsafe { launch(self.check, grid(count_words), stream, &mut params) }
-            .context("check_sum")?;
+        unsafe { launch.launch(grid(count_words)) }.context("check_sum")?;
         let mut found = [0u64; 2];
         // SAFETY: we wait for the stream before reading `found`.
         unsafe { cu::memcpy_dtoh_async(&mut found[..], self.result, stream.cu_stream()) }
@@ -150,20 +145,10 @@ impl DataKernels {
 
     /// One thread spins for `nanoseconds` on the GPU's clock, in stream order.
     pub fn spin(&self, nanoseconds: u64, stream: &CudaStream) -> Result<()> {
-        let mut nanoseconds = nanoseconds;
-        let mut params = [(&mut nanoseconds as *mut u64).cast::<c_void>()];
+        let mut launch = launch_builder(stream, self.spin);
+        launch.arg(&nanoseconds);
         // SAFETY: spin takes one u64.
-        unsafe {
-            cu::launch_kernel(
-                self.spin,
-                (1, 1, 1),
-                (1, 1, 1),
-                0,
-                stream.cu_stream(),
-                &mut params,
-            )
-        }
-        .context("spin")
+        unsafe { launch.launch(kernel::grid(1, 1)) }.context("spin")
     }
 }
 
@@ -181,28 +166,15 @@ impl Drop for DataKernels {
     }
 }
 
-/// Blocks for `count` elements: one per `THREADS` elements, at most `MAX_BLOCKS`.
-fn grid(count: u64) -> u32 {
-    count.div_ceil(u64::from(THREADS)).clamp(1, MAX_BLOCKS) as u32
+/// The grid for `count` elements: one block of `THREADS` threads per
+/// `THREADS` elements, at most `MAX_BLOCKS` blocks.
+fn grid(count: u64) -> LaunchConfig {
+    kernel::grid(blocks(count), THREADS)
 }
 
-/// # Safety
-/// `params` must match the kernel's parameters, one pointer per parameter.
-unsafe fn launch(
-    kernel: cu_sys::CUfunction,
-    blocks: u32,
-    stream: &CudaStream,
-    params: &mut [*mut c_void],
-) -> Result<()> {
-    cu::launch_kernel(
-        kernel,
-        (blocks, 1, 1),
-        (THREADS, 1, 1),
-        0,
-        stream.cu_stream(),
-        params,
-    )
-    .context("cuLaunchKernel")
+/// Blocks for `count` elements: one per `THREADS` elements, at most `MAX_BLOCKS`.
+fn blocks(count: u64) -> u32 {
+    count.div_ceil(u64::from(THREADS)).clamp(1, MAX_BLOCKS) as u32
 }
 
 #[cfg(test)]
@@ -245,9 +217,11 @@ mod tests {
 
     #[test]
     fn grids_cover_small_and_large_regions() {
-        assert_eq!(grid(0), 1);
-        assert_eq!(grid(2), 1);
-        assert_eq!(grid(257), 2);
-        assert_eq!(grid(10 << 30), MAX_BLOCKS as u32);
+        assert_eq!(blocks(0), 1);
+        assert_eq!(blocks(2), 1);
+        assert_eq!(blocks(257), 2);
+        assert_eq!(blocks(10 << 30), MAX_BLOCKS as u32);
+        assert_eq!(grid(257).grid_dim, (2, 1, 1));
+        assert_eq!(grid(257).block_dim, (THREADS, 1, 1));
     }
 }

@@ -114,8 +114,8 @@ impl PrimsKernels {
                 THREADS,
                 stream,
                 args,
-                dev_comm.as_kernel_arg(),
-                &[],
+                dev_comm.kernel_arg(),
+                None,
             )
         }
     }

@@ -13,7 +13,8 @@
 //! rank-ordered printing. Everything NCCL or CUDA that a lesson teaches stays in
 //! the lesson's `main.rs`; this crate holds what a lesson needs at run time:
 //! launch, preflight, checks ([`verify`]) and output, plus the small RAII
-//! guards in [`nccl`] that adopt what a lesson's NCCL calls return, and
+//! guards in [`nccl`] that adopt what a lesson's NCCL calls return,
+//! [`kernel`]'s launch builder for kernels of raw modules, and
 //! [`setup`], which makes lessons 01 and 02's calls for the programs that
 //! build on them (lessons 03 and 05, the benchmarks).
 //!
@@ -34,6 +35,7 @@ pub mod cleanup;
 mod cli;
 mod error;
 pub mod fault;
+pub mod kernel;
 mod launch;
 mod lesson;
 #[cfg(feature = "mpi")]

@@ -380,10 +380,20 @@ impl<'a> DevComm<'a> {
         self.bytes.cast()
     }
 
-    /// The kernel argument for the LL staging buffer's handle
-    /// (`ncclLLA2AHandle`, by value), if one was asked for.
-    pub fn ll_handle_arg(&mut self) -> Option<*mut c_void> {
-        self.ll_handle.as_mut().map(|h| h.as_mut_ptr().cast())
+    /// The `ncclDevComm` bytes, for a kernel that takes the device
+    /// communicator by value (`common::kernel::KernelArgs::arg_bytes`).
+    pub fn kernel_arg(&self) -> &[u8] {
+        // SAFETY: `bytes` holds `layout.size()` initialised bytes (zeroed,
+        // then filled by ncclDevCommCreate) until `self` is released.
+        unsafe { std::slice::from_raw_parts(self.bytes, self.shim.layout.size()) }
+    }
+
+    /// The LL staging buffer's handle (`ncclLLA2AHandle`) as kernel-argument
+    /// bytes, if one was asked for.
+    pub fn ll_handle_arg(&self) -> Option<&[u8]> {
+        let words = self.ll_handle.as_deref()?;
+        // SAFETY: a `[u64]` is readable as bytes, eight per word.
+        Some(unsafe { std::slice::from_raw_parts(words.as_ptr().cast(), words.len() * 8) })
     }
 
     /// `ncclDevCommDestroy(comm, &devComm)`.

@@ -467,8 +467,8 @@ fn bench(ctx: &RankContext, args: &Args) -> Result<()> {
                         THREADS,
                         &stream,
                         kernel_args,
-                        dev_comm.as_kernel_arg(),
-                        &[],
+                        dev_comm.kernel_arg(),
+                        None,
                     )
                 },
                 Contender::Vec16 => {
