@@ -10,7 +10,7 @@ use std::ffi::c_void;
 use anyhow::{Context, Result};
 use cudarc::driver::{result as cu, sys as cu_sys, CudaStream};
 
-use crate::codes::Shape;
+use symm_comm::codes::Shape;
 
 /// How a kernel is launched.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,26 +1,23 @@
 //! Lesson 06's building blocks, shared by the lesson (`main.rs`) and its
-//! benchmark (`06_symm_bench`, in `benchmarks/src/bin/`):
+//! benchmark (`06_symm_bench`, in `benchmarks/src/bin/`). The device
+//! library itself, its contexts, return codes, NVSHMEM host side and Triton
+//! binding are the `symm_comm` crate; here is what the lesson adds:
 //!
-//! * the device library and the user kernels ([`SOURCE`]): `symm_comm.cuh`
-//!   and `tp_tail.cu`, compiled as one translation unit;
+//! * the user kernels with the library in front ([`source`]):
+//!   `symm_comm.cuh` and `tp_tail.cu`, compiled as one translation unit;
 //! * the NCCL backend's build through `device_build`'s two routes
 //!   ([`nccl_program`], [`build_nccl`]);
-//! * the contexts the kernels read ([`context`]) and the NVSHMEM host
-//!   library and build ([`nvshmem`]);
-//! * the return codes of `symm_all_reduce` and the same checks on the host
-//!   ([`codes`]), and the layer's data and CPU reference ([`reference`]);
+//! * the layer's data and CPU reference ([`reference`]);
 //! * the same layer tail written in Triton, built ahead of time by Triton's
 //!   compiler with the library as LLVM bitcode ([`triton`]).
 
-pub mod codes;
-pub mod context;
 pub mod launch;
-pub mod nvshmem;
 pub mod reference;
 pub mod triton;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::LazyLock;
 
 use anyhow::Result;
 use common::nccl::loaded_nccl;
@@ -28,21 +25,23 @@ use common::{CannotRun, NcclVersion, RankContext};
 use device_build::route::{self, Build, Chosen, Plan, Program};
 use device_build::shim::Shim;
 use device_build::{cache, jit, nvcc, CacheRoot, Env, Source};
+use symm_comm::{codes, nvshmem};
 
-/// The device library (`kernels/symm_comm.cuh`) followed by the lesson's
-/// user kernels (`kernels/tp_tail.cu`): one source, so that a user kernel
-/// and the library it calls are compiled and optimised together (the
-/// library's functions inline into the kernel, and the kernel's launch
-/// bounds hold for them). The same text serves both NCCL routes (the header
-/// picks the C++ API or the C API) and the NVSHMEM build.
-pub const SOURCE: Source = Source {
-    file: "symm_tp_tail.cu",
-    text: concat!(
-        include_str!("../kernels/symm_comm.cuh"),
-        "\n",
-        include_str!("../kernels/tp_tail.cu")
-    ),
-};
+/// The device library (`symm_comm.cuh`, from the `symm_comm` crate)
+/// followed by the lesson's user kernels (`kernels/tp_tail.cu`): one
+/// source, so that a user kernel and the library it calls are compiled and
+/// optimised together (the library's functions inline into the kernel, and
+/// the kernel's launch bounds hold for them). The same text serves both
+/// NCCL routes (the header picks the C++ API or the C API) and the NVSHMEM
+/// build.
+pub fn source() -> Source {
+    static TEXT: LazyLock<String> =
+        LazyLock::new(|| symm_comm::with_library(include_str!("../kernels/tp_tail.cu")));
+    Source {
+        file: "symm_tp_tail.cu",
+        text: TEXT.as_str(),
+    }
+}
 
 /// Threads per block of every kernel of this lesson (compiled into their
 /// launch bounds and the block reduction).
@@ -58,15 +57,8 @@ pub const ALL_REDUCE_KERNEL: &str = "symm_all_reduce_kernel";
 pub const CACHE_NAME: &str = "06_symm_primitive";
 
 /// What the jit route's source calls in nccl_device_wrapper.h (NCCL 2.32.3's
-/// names), checked before compiling.
-pub const WRAPPER_NAMES: [&str; 6] = [
-    "ncclCoopAnyInitCta",
-    "ncclLsaBarrierSession_C",
-    "ncclLsaBarrierSessionInit",
-    "ncclLsaBarrierSessionSync",
-    "ncclLsaBarrierSessionDestroy",
-    "ncclGetPeerPointerTeam",
-];
+/// names), checked before compiling: the library's.
+pub use symm_comm::WRAPPER_NAMES;
 
 /// Which backend holds the symmetric memory.
 #[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
@@ -129,8 +121,8 @@ impl Dtype {
 /// `-D` for every compile: the backend and the block size.
 pub fn defines(backend: Backend) -> Vec<(String, String)> {
     let with = match backend {
-        Backend::Nccl => "SYMM_WITH_NCCL",
-        Backend::Nvshmem => "SYMM_WITH_NVSHMEM",
+        Backend::Nccl => symm_comm::WITH_NCCL,
+        Backend::Nvshmem => symm_comm::WITH_NVSHMEM,
     };
     vec![
         (with.into(), "1".into()),
@@ -141,8 +133,8 @@ pub fn defines(backend: Backend) -> Vec<(String, String)> {
 /// The NCCL backend's device code for both of device_build's routes.
 pub fn nccl_program() -> Program {
     Program {
-        nvcc_kernels: vec![SOURCE],
-        jit_kernels: vec![SOURCE],
+        nvcc_kernels: vec![source()],
+        jit_kernels: vec![source()],
         defines: defines(Backend::Nccl),
         wrapper_names: WRAPPER_NAMES.to_vec(),
     }
@@ -253,7 +245,7 @@ pub fn build_nccl(plan: &Plan, cache: &CacheRoot) -> Result<NcclBuilt> {
             let built = nvcc::build_or_reuse(target, cache)?;
             NcclBuilt {
                 route: "nvcc",
-                cubin: built.cubin(&SOURCE),
+                cubin: built.cubin(&source()),
                 shim: Some(built.shim.clone()),
                 nccl: target.nccl,
                 library: target.library.clone(),

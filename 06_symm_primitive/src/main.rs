@@ -6,8 +6,9 @@
 //! all-reduces it across the ranks, adds the residual and runs an RMSNorm on
 //! the sum, in ONE kernel launch, with no round trip to the host in between.
 //!
-//! The AllReduce is a device function from a small library,
-//! [`kernels/symm_comm.cuh`](../kernels/symm_comm.cuh), shaped like
+//! The AllReduce is a device function from a small library, the
+//! `symm_comm` crate's
+//! [`symm_comm.cuh`](../../symm_comm/kernels/symm_comm.cuh), shaped like
 //! PyTorch's `torch/csrc/_extern_triton` (`symm_comm.cuh`, `torch_symm.cu`):
 //! a context tells `symm_all_reduce(ctx, local_ptr, byte_offset, n, op,
 //! dtype)` which backend holds the symmetric memory, and it dispatches at
@@ -57,15 +58,14 @@ use device_build::route::Build;
 use device_build::shim::{check_lsa_team, DevComm, Shim};
 use device_build::Module;
 use device_build::{cache, Env};
-use symm_primitive::context::{
+use symm_comm::context::{
     bytes_of, DeviceBytes, NcclSymmContext, NvshmemSymmContext, SymmContext, BACKEND_NCCL,
     BACKEND_NVSHMEM,
 };
+use symm_comm::{codes, nvshmem};
 use symm_primitive::launch::{self, LayerArgs};
 use symm_primitive::reference::{self, Layer};
-use symm_primitive::{
-    codes, nvshmem, triton, Backend, Dtype, Kernel, CACHE_NAME, FUSED_KERNEL, THREADS,
-};
+use symm_primitive::{triton, Backend, Dtype, Kernel, CACHE_NAME, FUSED_KERNEL, THREADS};
 
 /// The layer: 512 tokens of 4096 features (8 MiB of float32 all-reduced),
 /// 16 input features per rank.
@@ -257,7 +257,13 @@ fn symm_primitive_lesson(ctx: &RankContext, args: &Args) -> Result<()> {
             }
             Backend::Nvshmem => {
                 let found = nvshmem::find(&nvshmem::Search::from_process())?;
-                let target = nvshmem::Target::find(&Env::from_process(), &arch, found)?;
+                let target = nvshmem::Target::find(
+                    &Env::from_process(),
+                    &arch,
+                    found,
+                    symm_primitive::source(),
+                    symm_primitive::defines(Backend::Nvshmem),
+                )?;
                 if ctx.is_root() {
                     eprintln!(
                         "note: build route: nvshmem ({}, {} with {})",

@@ -1,7 +1,8 @@
 //! Lesson 06 from Triton: the fused layer tail written as a Triton kernel
 //! ([`triton/tp_tail.py`](../triton/tp_tail.py)) that calls the same
 //! `symm_all_reduce`, linked from the library's LLVM bitcode
-//! (`triton/symm_comm_nccl.bc`) and NCCL 2.32.3's `libnccl_device.bc`.
+//! (`symm_comm::triton`: `symm_comm/triton/symm_comm_nccl.bc`) and NCCL
+//! 2.32.3's `libnccl_device.bc`.
 //!
 //! The host side is this lesson's: it runs Triton's compiler ahead of time
 //! (Python, no GPU needed), keeps the cubin in the build cache, loads it and
@@ -26,18 +27,9 @@ use crate::Dtype;
 
 /// The Triton kernel and its ahead-of-time build (`python3 tp_tail.py`).
 pub const KERNEL_SCRIPT: &str = include_str!("../triton/tp_tail.py");
-/// The Triton side of the library: `symm_all_reduce` as an extern function.
-pub const LIBRARY_SCRIPT: &str = include_str!("../triton/symm.py");
-/// The library as LLVM bitcode, made by `triton/build-bitcode` (clang 20+)
-/// against NCCL 2.32.3's headers.
-pub const LIBRARY_BITCODE: &[u8] = include_bytes!("../triton/symm_comm_nccl.bc");
-/// What the bitcode was built from (`triton/symm_comm_nccl.txt`).
-pub const LIBRARY_RECORD: &str = include_str!("../triton/symm_comm_nccl.txt");
-
-/// The NCCL release whose headers the bitcode was built against: the device
-/// communicator's layout is that release's, so the loaded NCCL (which makes
-/// the communicator and whose `libnccl_device.bc` is linked) must be it.
-pub const NCCL: NcclVersion = NcclVersion::new(2, 32, 3);
+/// The NCCL release whose headers the library's bitcode was built against
+/// (`symm_comm::triton::NCCL`): the loaded NCCL must be it.
+pub const NCCL: NcclVersion = symm_comm::triton::NCCL;
 /// The oldest Triton accepted: 3.6.0 is the one seen reading the library's
 /// bitcode and NCCL's and linking them; older ones were not tried. A newer
 /// one is taken, and [`Meta::check`] refuses its kernel if its parameters
@@ -389,8 +381,8 @@ fn key_text(python: &Python, arch: u32, dtype: Dtype, nccl_bc: &Path) -> String 
         python.triton,
         dtype.name(),
         digest(KERNEL_SCRIPT.as_bytes()),
-        digest(LIBRARY_SCRIPT.as_bytes()),
-        digest(LIBRARY_BITCODE),
+        digest(symm_comm::triton::SCRIPT.as_bytes()),
+        digest(symm_comm::triton::BITCODE),
         cache::file_stamp(nccl_bc),
     )
 }
@@ -447,9 +439,7 @@ fn compile_into(
     let src = dir.join("src");
     std::fs::create_dir(&src).context("create the script directory")?;
     std::fs::write(src.join("tp_tail.py"), KERNEL_SCRIPT).context("write tp_tail.py")?;
-    std::fs::write(src.join("symm.py"), LIBRARY_SCRIPT).context("write symm.py")?;
-    std::fs::write(src.join("symm_comm_nccl.bc"), LIBRARY_BITCODE)
-        .context("write symm_comm_nccl.bc")?;
+    symm_comm::triton::write_beside(&src)?;
     // NOTE: no PYTHONSAFEPATH here: tp_tail.py imports symm.py from its own
     // directory, which Python puts first on sys.path. That directory is
     // `src`, private and holding only these three files; the working
@@ -643,36 +633,6 @@ pub unsafe fn launch(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use device_build::cache::sha256_hex as sha;
-
-    fn recorded(name: &str) -> String {
-        let prefix = format!("sha256 {name}: ");
-        LIBRARY_RECORD
-            .lines()
-            .find_map(|l| l.strip_prefix(&prefix))
-            .unwrap_or_else(|| panic!("symm_comm_nccl.txt records no {name}"))
-            .to_string()
-    }
-
-    #[test]
-    fn the_bitcode_was_built_from_these_sources() {
-        // Fails when symm_comm.cuh or symm_triton.cu changed and
-        // triton/build-bitcode was not run again.
-        assert_eq!(
-            recorded("../kernels/symm_comm.cuh"),
-            sha(include_bytes!("../kernels/symm_comm.cuh")),
-            "symm_comm.cuh changed since the bitcode was built: run 06_symm_primitive/triton/build-bitcode"
-        );
-        assert_eq!(
-            recorded("symm_triton.cu"),
-            sha(include_bytes!("../triton/symm_triton.cu")),
-            "symm_triton.cu changed since the bitcode was built: run 06_symm_primitive/triton/build-bitcode"
-        );
-        assert_eq!(recorded("symm_comm_nccl.bc"), sha(LIBRARY_BITCODE));
-        assert!(LIBRARY_RECORD.contains(&format!("nccl: {NCCL}\n")));
-        // LLVM bitcode starts with 'BC' 0xC0DE.
-        assert_eq!(&LIBRARY_BITCODE[..4], b"BC\xc0\xde");
-    }
 
     #[test]
     fn python_is_looked_for_where_a_user_keeps_triton() {

@@ -16,7 +16,8 @@ use std::path::PathBuf;
 use common::NcclVersion;
 use device_build::route::{choose, Build, Plan};
 use device_build::{jit, CacheRoot, Env};
-use symm_primitive::{nvshmem, ALL_REDUCE_KERNEL, COMPUTE_KERNEL, EPILOGUE_KERNEL, FUSED_KERNEL};
+use symm_comm::nvshmem;
+use symm_primitive::{ALL_REDUCE_KERNEL, COMPUTE_KERNEL, EPILOGUE_KERNEL, FUSED_KERNEL};
 
 fn wheels() -> Option<PathBuf> {
     let site = std::env::var_os("DEVICE_BUILD_WHEELS")
@@ -109,7 +110,14 @@ fn the_nvshmem_backend_builds_with_libnvshmem_device() {
         cuda_home: Some(site.join("nvidia/cu13").into()),
         ..Env::default()
     };
-    let target = nvshmem::Target::find(&env, "sm_90", found).unwrap();
+    let target = nvshmem::Target::find(
+        &env,
+        "sm_90",
+        found,
+        symm_primitive::source(),
+        symm_primitive::defines(symm_primitive::Backend::Nvshmem),
+    )
+    .unwrap();
     let started = std::time::Instant::now();
     let built = nvshmem::build_or_reuse(&target, &cache).unwrap();
     assert!(built.compiled);

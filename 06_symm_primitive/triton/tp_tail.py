@@ -26,7 +26,10 @@ import sys
 import triton
 import triton.language as tl
 
-from symm import SYMM_OK, SYMM_REDUCE_SUM, extern_libs, symm_all_reduce
+# symm.py comes from the symm_comm crate (symm_comm/triton/): the lesson's
+# host writes it beside this script; from a checkout, put that directory on
+# PYTHONPATH.
+from symm import LIBRARY, SYMM_OK, SYMM_REDUCE_SUM, extern_libs, symm_all_reduce
 
 # 16 warps: 512 threads a program, as the CUDA kernels' SYMM_THREADS.
 NUM_WARPS = 16
@@ -145,8 +148,8 @@ def main():
     parser.add_argument("--dtype", choices=sorted(DTYPES), required=True)
     parser.add_argument("--nccl-device-bc", required=True,
                         help="NCCL 2.32.3's libnccl_device.bc (the release the library's bitcode was built against)")
-    parser.add_argument("--library", default=os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                                                         "symm_comm_nccl.bc"))
+    parser.add_argument("--library", default=LIBRARY,
+                        help="the library's bitcode (default: symm_comm_nccl.bc beside symm.py)")
     parser.add_argument("--out", required=True, help="directory for the cubin, PTX and JSON")
     args = parser.parse_args()
     for path in (args.nccl_device_bc, args.library):

@@ -65,16 +65,17 @@ use device_build::Module;
 use device_build::{cache, Env};
 use lsa_fast::fast::{self, FastKernels, FastOptions};
 use lsa_fast::launch::AllReduceArgs;
-use symm_primitive::codes::{self, Call};
-use symm_primitive::context::{
+use symm_comm::codes::{self, Call};
+use symm_comm::context::{
     bytes_of, DeviceBytes, NcclSymmContext, NvshmemSymmContext, SymmContext, BACKEND_NCCL,
     BACKEND_NVSHMEM,
 };
+use symm_comm::nvshmem;
 use symm_primitive::launch::{self, AllReduceCall, LayerArgs};
 use symm_primitive::reference::{self, Layer};
 use symm_primitive::{
-    nvshmem, triton, Backend, Dtype, ALL_REDUCE_KERNEL, CACHE_NAME, COMPUTE_KERNEL,
-    EPILOGUE_KERNEL, FUSED_KERNEL, THREADS,
+    triton, Backend, Dtype, ALL_REDUCE_KERNEL, CACHE_NAME, COMPUTE_KERNEL, EPILOGUE_KERNEL,
+    FUSED_KERNEL, THREADS,
 };
 
 #[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
@@ -375,7 +376,13 @@ fn bench(ctx: &RankContext, args: &Args) -> Result<()> {
         Backend::Nvshmem => {
             let found = nvshmem::find(&nvshmem::Search::from_process())?;
             let cubin = cache::root_first(ctx, "build the NVSHMEM module", || {
-                let target = nvshmem::Target::find(&Env::from_process(), &arch, found.clone())?;
+                let target = nvshmem::Target::find(
+                    &Env::from_process(),
+                    &arch,
+                    found.clone(),
+                    symm_primitive::source(),
+                    symm_primitive::defines(Backend::Nvshmem),
+                )?;
                 Ok(nvshmem::build_or_reuse(&target, &cache)?.file(nvshmem::CUBIN))
             })?;
             // The heap holds every region of a trial: NVSHMEM_SYMMETRIC_SIZE,
@@ -688,7 +695,7 @@ fn run_layer(
                 .context("poison the outputs")?;
             // The poison runs on the legacy default stream: it must land
             // before the layer's kernels start on this one (see settled()).
-            symm_primitive::context::settled()
+            symm_comm::context::settled()
         };
         // Slot i's output and new residual against wants[i % wants.len()].
         let check_against =

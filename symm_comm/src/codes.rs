@@ -4,6 +4,9 @@
 //! (`benchmarks/tests/bench_06_symm.rs:
 //! bad_input_gets_the_documented_code_on_the_device`)
 //! runs the device's checks on the same cases and expects the same codes.
+//!
+//! The header's `#define`s are the one source: the tests check these copies,
+//! and `triton/symm.py`'s, against it.
 
 pub const OK: i32 = 0;
 pub const ERR_NULL_CONTEXT: i32 = -1;
@@ -259,7 +262,7 @@ mod tests {
     /// GPU showed a wrong element either way.)
     #[test]
     fn the_own_slot_is_read_and_written_through_the_callers_address() {
-        let header = include_str!("../kernels/symm_comm.cuh");
+        let header = crate::HEADER;
         assert_eq!(
             header
                 .matches("p == rank ? local_ptr + byte_offset")
@@ -320,29 +323,66 @@ mod tests {
         );
     }
 
+    /// The header's `#define SYMM_<NAME> <value>` lines with an integer
+    /// value (`0`, `(-1)`): the one source of the codes.
+    fn header_defines() -> std::collections::BTreeMap<String, i32> {
+        crate::HEADER
+            .lines()
+            .filter_map(|line| {
+                let mut words = line.strip_prefix("#define ")?.split_whitespace();
+                let name = words.next()?.strip_prefix("SYMM_")?;
+                let value = words.next()?.trim_start_matches('(').trim_end_matches(')');
+                Some((name.to_string(), value.parse().ok()?))
+            })
+            .collect()
+    }
+
+    /// Every code, reduction, dtype and limit of the header, as this module
+    /// names it (without the `SYMM_` prefix).
+    const RUST: [(&str, i32); 14] = [
+        ("OK", OK),
+        ("ERR_NULL_CONTEXT", ERR_NULL_CONTEXT),
+        ("ERR_UNKNOWN_BACKEND", ERR_UNKNOWN_BACKEND),
+        ("ERR_UNSUPPORTED_OP", ERR_UNSUPPORTED_OP),
+        ("ERR_UNSUPPORTED_DTYPE", ERR_UNSUPPORTED_DTYPE),
+        ("ERR_OUT_OF_BOUNDS", ERR_OUT_OF_BOUNDS),
+        ("ERR_MISALIGNED", ERR_MISALIGNED),
+        ("ERR_TOPOLOGY", ERR_TOPOLOGY),
+        ("ERR_NO_GRID_SYNC", ERR_NO_GRID_SYNC),
+        ("ERR_GRID_SHAPE", ERR_GRID_SHAPE),
+        ("REDUCE_SUM", REDUCE_SUM),
+        ("DTYPE_FLOAT32", DTYPE_FLOAT32),
+        ("DTYPE_BFLOAT16", DTYPE_BFLOAT16),
+        ("MAX_RANKS", MAX_RANKS as i32),
+    ];
+
     #[test]
-    fn the_header_declares_the_same_codes() {
-        let header = include_str!("../kernels/symm_comm.cuh");
-        for (name, code) in [
-            ("SYMM_OK", OK),
-            ("SYMM_ERR_NULL_CONTEXT", ERR_NULL_CONTEXT),
-            ("SYMM_ERR_UNKNOWN_BACKEND", ERR_UNKNOWN_BACKEND),
-            ("SYMM_ERR_UNSUPPORTED_OP", ERR_UNSUPPORTED_OP),
-            ("SYMM_ERR_UNSUPPORTED_DTYPE", ERR_UNSUPPORTED_DTYPE),
-            ("SYMM_ERR_OUT_OF_BOUNDS", ERR_OUT_OF_BOUNDS),
-            ("SYMM_ERR_MISALIGNED", ERR_MISALIGNED),
-            ("SYMM_ERR_TOPOLOGY", ERR_TOPOLOGY),
-            ("SYMM_ERR_NO_GRID_SYNC", ERR_NO_GRID_SYNC),
-            ("SYMM_ERR_GRID_SHAPE", ERR_GRID_SHAPE),
-        ] {
-            let text = if code == 0 {
-                format!("#define {name} 0")
-            } else {
-                format!("#define {name} ({code})")
-            };
-            assert!(header.contains(&text), "symm_comm.cuh lacks {text}");
+    fn the_rust_copies_match_the_header() {
+        let header = header_defines();
+        for (name, value) in RUST {
+            assert_eq!(header.get(name), Some(&value), "SYMM_{name}");
         }
-        assert!(header.contains("#define SYMM_MAX_RANKS 8"));
-        assert!(header.contains("#define SYMM_DTYPE_BFLOAT16 1"));
+        // And the header has no code this module lacks, each described.
+        for (name, value) in header.iter().filter(|(n, _)| n.starts_with("ERR_")) {
+            assert!(RUST.contains(&(name.as_str(), *value)), "SYMM_{name}");
+            assert_ne!(describe(*value), describe(1), "SYMM_{name} undescribed");
+        }
+    }
+
+    #[test]
+    fn the_python_copies_match_the_header() {
+        let header = header_defines();
+        let python: Vec<(&str, i32)> = crate::triton::SCRIPT
+            .lines()
+            .filter_map(|line| {
+                let (name, value) = line.split_once(" = tl.constexpr(")?;
+                let name = name.strip_prefix("SYMM_")?;
+                Some((name, value.strip_suffix(')')?.parse().ok()?))
+            })
+            .collect();
+        assert!(python.len() >= 4, "symm.py's constants: {python:?}");
+        for (name, value) in python {
+            assert_eq!(header.get(name), Some(&value), "symm.py's SYMM_{name}");
+        }
     }
 }

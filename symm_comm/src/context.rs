@@ -1,8 +1,8 @@
 //! The contexts of `kernels/symm_comm.cuh`, laid out byte for byte as the
 //! header declares them (`#[repr(C)]`; the tests check every offset against
 //! the numbers the header's `static_assert`s check on the device side), their
-//! bytes as the device reads them, written field by field ([`bytes_of`]),
-//! and the device memory they are written to.
+//! bytes as the device reads them, written field by field by one macro
+//! ([`bytes_of`]), and the device memory they are written to.
 
 use std::ffi::c_void;
 use std::mem::{offset_of, size_of};
@@ -66,34 +66,11 @@ pub struct NvshmemSymmContext {
 /// NOTE: not a copy of the struct's memory: both contexts have four bytes
 /// of padding after their 12-byte `SymmContext`, and reading padding as
 /// bytes is undefined behaviour in Rust (it need not hold any value).
-pub trait DeviceBytesOf {
-    fn device_bytes(&self) -> Vec<u8>;
-}
+pub trait DeviceBytesOf: Sized {
+    /// Writes this value's bytes at `at` of `out`.
+    fn put_into(&self, out: &mut [u8], at: usize);
 
-/// The bytes of a context, to copy to the device.
-pub fn bytes_of<T: DeviceBytesOf>(value: &T) -> Vec<u8> {
-    value.device_bytes()
-}
-
-/// Writes `bytes` at `offset` of `out`.
-fn put(out: &mut [u8], offset: usize, bytes: &[u8]) {
-    out[offset..offset + bytes.len()].copy_from_slice(bytes);
-}
-
-impl SymmContext {
-    /// Writes the header's fields at `at` of `out`.
-    fn put_into(&self, out: &mut [u8], at: usize) {
-        put(out, at + offset_of!(Self, kind), &self.kind.to_ne_bytes());
-        put(out, at + offset_of!(Self, rank), &self.rank.to_ne_bytes());
-        put(
-            out,
-            at + offset_of!(Self, world_size),
-            &self.world_size.to_ne_bytes(),
-        );
-    }
-}
-
-impl DeviceBytesOf for SymmContext {
+    /// This value's bytes, padding zero.
     fn device_bytes(&self) -> Vec<u8> {
         let mut out = vec![0u8; size_of::<Self>()];
         self.put_into(&mut out, 0);
@@ -101,92 +78,68 @@ impl DeviceBytesOf for SymmContext {
     }
 }
 
-impl DeviceBytesOf for NcclSymmContext {
-    fn device_bytes(&self) -> Vec<u8> {
-        let mut out = vec![0u8; size_of::<Self>()];
-        self.base.put_into(&mut out, offset_of!(Self, base));
-        let pointer = |p: *mut c_void| (p as usize as u64).to_ne_bytes();
-        put(
-            &mut out,
-            offset_of!(Self, buffer_window),
-            &pointer(self.buffer_window),
-        );
-        put(
-            &mut out,
-            offset_of!(Self, signal_window),
-            &pointer(self.signal_window),
-        );
-        put(
-            &mut out,
-            offset_of!(Self, dev_comm),
-            &self.dev_comm.to_ne_bytes(),
-        );
-        put(
-            &mut out,
-            offset_of!(Self, local_buffer),
-            &self.local_buffer.to_ne_bytes(),
-        );
-        put(
-            &mut out,
-            offset_of!(Self, buffer_size),
-            &self.buffer_size.to_ne_bytes(),
-        );
-        put(
-            &mut out,
-            offset_of!(Self, device_idx),
-            &self.device_idx.to_ne_bytes(),
-        );
-        put(
-            &mut out,
-            offset_of!(Self, reserved),
-            &self.reserved.to_ne_bytes(),
-        );
-        put(
-            &mut out,
-            offset_of!(Self, grid_sync),
-            &self.grid_sync.to_ne_bytes(),
-        );
-        out
+/// The bytes of a context, to copy to the device.
+pub fn bytes_of<T: DeviceBytesOf>(value: &T) -> Vec<u8> {
+    value.device_bytes()
+}
+
+impl DeviceBytesOf for i32 {
+    fn put_into(&self, out: &mut [u8], at: usize) {
+        out[at..at + 4].copy_from_slice(&self.to_ne_bytes());
     }
 }
 
-impl DeviceBytesOf for NvshmemSymmContext {
-    fn device_bytes(&self) -> Vec<u8> {
-        let mut out = vec![0u8; size_of::<Self>()];
-        self.base.put_into(&mut out, offset_of!(Self, base));
-        put(
-            &mut out,
-            offset_of!(Self, local_buffer),
-            &self.local_buffer.to_ne_bytes(),
-        );
-        put(
-            &mut out,
-            offset_of!(Self, buffer_size),
-            &self.buffer_size.to_ne_bytes(),
-        );
-        put(
-            &mut out,
-            offset_of!(Self, device_idx),
-            &self.device_idx.to_ne_bytes(),
-        );
-        put(
-            &mut out,
-            offset_of!(Self, reserved),
-            &self.reserved.to_ne_bytes(),
-        );
-        put(
-            &mut out,
-            offset_of!(Self, offset),
-            &self.offset.to_ne_bytes(),
-        );
-        put(
-            &mut out,
-            offset_of!(Self, grid_sync),
-            &self.grid_sync.to_ne_bytes(),
-        );
-        out
+impl DeviceBytesOf for u64 {
+    fn put_into(&self, out: &mut [u8], at: usize) {
+        out[at..at + 8].copy_from_slice(&self.to_ne_bytes());
     }
 }
+
+impl DeviceBytesOf for *mut c_void {
+    fn put_into(&self, out: &mut [u8], at: usize) {
+        (*self as usize as u64).put_into(out, at);
+    }
+}
+
+/// `DeviceBytesOf` for a struct: each field at its `offset_of!`. The struct
+/// pattern names every field without `..`, so a field added to the struct
+/// and not listed here does not compile.
+macro_rules! device_bytes_by_field {
+    ($type:ident { $($field:ident),+ $(,)? }) => {
+        impl DeviceBytesOf for $type {
+            fn put_into(&self, out: &mut [u8], at: usize) {
+                let $type { $($field),+ } = self;
+                $($field.put_into(out, at + offset_of!($type, $field));)+
+            }
+        }
+    };
+}
+
+device_bytes_by_field!(SymmContext {
+    kind,
+    rank,
+    world_size
+});
+device_bytes_by_field!(NcclSymmContext {
+    base,
+    buffer_window,
+    signal_window,
+    dev_comm,
+    local_buffer,
+    buffer_size,
+    device_idx,
+    reserved,
+    grid_sync,
+});
+device_bytes_by_field!(NvshmemSymmContext {
+    base,
+    local_buffer,
+    buffer_size,
+    device_idx,
+    reserved,
+    offset,
+    grid_sync,
+});
 
 /// Device memory from `cuMemAlloc`, freed on drop.
 pub struct DeviceBytes {
@@ -311,7 +264,7 @@ mod tests {
 
     #[test]
     fn the_header_checks_the_same_offsets() {
-        let header = include_str!("../kernels/symm_comm.cuh");
+        let header = crate::HEADER;
         for line in [
             "static_assert(__builtin_offsetof(NcclSymmContext, grid_sync) == 64",
             "static_assert(sizeof(NcclSymmContext) == 72",

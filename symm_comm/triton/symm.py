@@ -1,4 +1,4 @@
-"""symm_all_reduce for Triton kernels: lesson 06's device library, NCCL backend.
+"""symm_all_reduce for Triton kernels: the symm_comm device library, NCCL backend.
 
 The library is kernels/symm_comm.cuh, compiled by clang to LLVM bitcode
 (symm_comm_nccl.bc, made by ./build-bitcode). A Triton kernel calls
@@ -19,7 +19,8 @@ import os
 import triton.language as tl
 from triton.language import core
 
-# The library's constants (kernels/symm_comm.cuh; src/codes.rs on the host).
+# The library's constants: copies of kernels/symm_comm.cuh's #defines (a test in
+# src/codes.rs checks them; src/codes.rs holds the host's copies).
 SYMM_OK = tl.constexpr(0)
 SYMM_REDUCE_SUM = tl.constexpr(0)
 SYMM_DTYPE_FLOAT32 = tl.constexpr(0)

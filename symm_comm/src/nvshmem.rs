@@ -1,12 +1,13 @@
-//! The NVSHMEM backend's host side: finding NVSHMEM, building the module
-//! (NVRTC, then nvJitLink with `libnvshmem_device.a`), and the host calls
+//! The NVSHMEM backend's host side: finding NVSHMEM, building a module of
+//! your kernels and the library (NVRTC, then nvJitLink with
+//! `libnvshmem_device.a`), and the host calls
 //! (`dlopen` of `libnvshmem_host.so.3`): init over the project's own
 //! launcher with a unique id, `nvshmem_malloc`, `nvshmemx_cumodule_init`,
 //! teardown.
 //!
 //! NVSHMEM hosts one PE per process (its documentation; NVIDIA/nvshmem#48),
-//! so this backend runs under `mpirun` only (`check_backend` refuses it in
-//! thread mode).
+//! so this backend runs under `mpirun` only (lesson 06's `check_backend`
+//! refuses it in thread mode).
 
 use std::ffi::{c_int, c_uint, c_void, OsStr, OsString};
 use std::path::{Path, PathBuf};
@@ -15,7 +16,7 @@ use anyhow::{ensure, Context, Result};
 use common::CannotRun;
 use cudarc::driver::sys as cu_sys;
 use device_build::jit::{self, LinkInput};
-use device_build::{cache, CacheRoot, Env};
+use device_build::{cache, CacheRoot, Env, Source};
 
 /// The host library's name in every NVSHMEM 3.x layout.
 pub const HOST_LIBRARY: &str = "libnvshmem_host.so.3";
@@ -101,6 +102,33 @@ pub fn find(search: &Search) -> Result<Found, CannotRun> {
 }
 
 impl Found {
+    /// The site-packages this NVSHMEM came in, when it is the
+    /// `nvidia-nvshmem-cu13` wheel (`<site>/nvidia/nvshmem`): the NVRTC and
+    /// nvJitLink wheels installed with it sit there too.
+    pub fn site(&self) -> Option<PathBuf> {
+        let depth = Path::new(common::pip::NVSHMEM).components().count();
+        self.root
+            .ends_with(common::pip::NVSHMEM)
+            .then(|| self.root.ancestors().nth(depth))
+            .flatten()
+            .map(Path::to_path_buf)
+    }
+
+    /// Where the build looks for NVRTC, nvJitLink and CUDA's headers: this
+    /// NVSHMEM's own site-packages ([`Found::site`]) first, then those of
+    /// `NCCL_HOME` and the active Python environments
+    /// (`device_build::jit::site_packages`), each once.
+    pub fn sites(&self, env: &Env) -> Vec<PathBuf> {
+        // No NCCL library is involved: a path that is no wheel's NCCL
+        // leaves only NCCL_HOME's site and the environments' sites.
+        let others = jit::site_packages(env, &self.root.join("lib/x"));
+        let own = self.site();
+        own.iter()
+            .cloned()
+            .chain(others.into_iter().filter(|s| Some(s) != own.as_ref()))
+            .collect()
+    }
+
     /// Exit 2 (with the fix) if another user could change what the build
     /// takes from NVSHMEM: the device library linked into the kernel, and
     /// the headers NVRTC includes (common::trust).
@@ -188,6 +216,11 @@ pub const CUBIN: &str = "symm_nvshmem.cubin";
 /// Everything the NVSHMEM build depends on.
 pub struct Target {
     pub arch: String,
+    /// The library and the kernels that call it, one translation unit
+    /// ([`crate::with_library`]).
+    pub source: Source,
+    /// `-D` for the compile: at least ([`crate::WITH_NVSHMEM`], `1`).
+    pub defines: Vec<(String, String)>,
     pub nvrtc: jit::Nvrtc,
     pub nvjitlink: jit::NvJitLink,
     pub cuda_include: Vec<PathBuf>,
@@ -196,10 +229,18 @@ pub struct Target {
 
 impl Target {
     /// NVRTC, nvJitLink and the CUDA headers, found as the jit route finds
-    /// them (`NVRTC`, `NVJITLINK`, the Python environment, `CUDA_HOME`).
-    pub fn find(env: &Env, arch: &str, nvshmem: Found) -> Result<Self> {
+    /// them (`NVRTC`, `NVJITLINK`, the Python environments, `CUDA_HOME`),
+    /// and first in the site-packages of NVSHMEM's own wheel
+    /// ([`Found::site`]), to build `source` with `defines`.
+    pub fn find(
+        env: &Env,
+        arch: &str,
+        nvshmem: Found,
+        source: Source,
+        defines: Vec<(String, String)>,
+    ) -> Result<Self> {
         nvshmem.check_build_inputs()?;
-        let sites = jit::site_packages(env, &nvshmem.root.join("lib/x"));
+        let sites = nvshmem.sites(env);
         let nvrtc_path = jit::find_nvrtc(env, &sites)?;
         let nvjitlink_path = jit::find_nvjitlink(env, &sites)?;
         let nvrtc = jit::Nvrtc::load(&nvrtc_path)
@@ -209,6 +250,8 @@ impl Target {
         let cuda_include = jit::find_cuda_headers(env, &sites)?;
         Ok(Self {
             arch: arch.into(),
+            source,
+            defines,
             nvrtc,
             nvjitlink,
             cuda_include,
@@ -227,11 +270,7 @@ impl Target {
             "-std=c++17".into(),
             format!("--pre-include={}", prelude.display()),
         ];
-        options.extend(
-            crate::defines(crate::Backend::Nvshmem)
-                .iter()
-                .map(|(n, v)| format!("-D{n}={v}")),
-        );
+        options.extend(self.defines.iter().map(|(n, v)| format!("-D{n}={v}")));
         options.push(format!("-I{}", self.nvshmem.include.display()));
         options.extend(
             self.cuda_include
@@ -260,8 +299,7 @@ impl Target {
         }
         text.push_str(&format!(
             "prelude\n{PRELUDE}\nsource={}\n{}\n",
-            crate::SOURCE.file,
-            crate::SOURCE.text
+            self.source.file, self.source.text
         ));
         text
     }
@@ -286,14 +324,14 @@ pub fn compile_into(target: &Target, dir: &Path) -> Result<()> {
     let options = target.options(&prelude);
     let ir = target
         .nvrtc
-        .compile_ltoir(crate::SOURCE.file, crate::SOURCE.text, &options)?
+        .compile_ltoir(target.source.file, target.source.text, &options)?
         .map_err(|log| {
             CannotRun::new(
                 format!(
                     "NVRTC {}.{} could not compile {} against NVSHMEM in {}:\n{}",
                     target.nvrtc.version.0,
                     target.nvrtc.version.1,
-                    crate::SOURCE.file,
+                    target.source.file,
                     target.nvshmem.root.display(),
                     log.lines().take(40).collect::<Vec<_>>().join("\n")
                 ),
@@ -303,7 +341,7 @@ pub fn compile_into(target: &Target, dir: &Path) -> Result<()> {
     let archive = std::fs::read(&target.nvshmem.device_library)
         .with_context(|| format!("read {}", target.nvshmem.device_library.display()))?;
     let inputs = [
-        (crate::SOURCE.file, ir.as_slice(), LinkInput::Ltoir),
+        (target.source.file, ir.as_slice(), LinkInput::Ltoir),
         (DEVICE_LIBRARY, archive.as_slice(), LinkInput::Library),
     ];
     let cubin = target
@@ -754,13 +792,51 @@ mod tests {
         let err = found.check_build_inputs().unwrap_err();
         assert!(err.reason.contains("NVSHMEM's device library"), "{err:?}");
         // Target::find checks them before anything else.
-        let err = Target::find(&Env::default(), "sm_90", found)
+        let source = Source {
+            file: "k.cu",
+            text: "",
+        };
+        let err = Target::find(&Env::default(), "sm_90", found, source, vec![])
             .err()
             .expect("refused");
         let refused = err.downcast_ref::<CannotRun>().expect("exit code 2");
         assert!(
             refused.reason.contains("NVSHMEM's device library"),
             "{refused:?}"
+        );
+    }
+
+    #[test]
+    fn the_wheels_own_site_is_searched_first_for_nvrtc_and_nvjitlink() {
+        let tmp = tempfile::tempdir().unwrap();
+        let site = tmp.path().join("venv/lib/python3.12/site-packages");
+        let found = nvshmem_root(&site);
+        assert_eq!(found.site(), Some(site.clone()));
+        let other = tmp.path().join("other");
+        let conda = other.join("lib/python3.12/site-packages");
+        std::fs::create_dir_all(&conda).unwrap();
+        let env = Env {
+            conda_prefix: Some(other.into()),
+            ..Env::default()
+        };
+        assert_eq!(found.sites(&env), vec![site.clone(), conda]);
+        // Its NVRTC there is the one found.
+        let nvrtc = site.join(common::pip::NVRTC[0]);
+        std::fs::create_dir_all(nvrtc.parent().unwrap()).unwrap();
+        std::fs::write(&nvrtc, "").unwrap();
+        assert_eq!(
+            jit::find_nvrtc(&Env::default(), &found.sites(&Env::default())).unwrap(),
+            nvrtc
+        );
+        // An NVSHMEM_HOME not laid out as the wheel: no site of its own.
+        let home = Found {
+            root: tmp.path().join("opt/nvshmem-3.8"),
+            ..found
+        };
+        assert_eq!(home.site(), None);
+        assert_eq!(
+            home.sites(&env),
+            vec![tmp.path().join("other/lib/python3.12/site-packages")]
         );
     }
 
