@@ -161,6 +161,9 @@ fn device_lsa(ctx: &RankContext, args: &Args) -> Result<()> {
             built.build.dir.display()
         );
     }
+    // The exact nvcc commands, or NVRTC's options and nvJitLink's inputs, on
+    // rank 0's stderr; on a cache hit, the cached files used.
+    built.print_commands(ctx);
 
     // Step 3: Load the kernel (cuModuleLoadData) and the shim, and check both match the NCCL in use.
     let cubin_path = built.cubin(&KERNEL);

@@ -45,12 +45,26 @@ fn the_second_run_reuses_the_cached_build() {
         stderr.contains("note: kernel and shim compiled with nvcc in"),
         "{stderr}"
     );
+    // The exact nvcc commands, once (rank 0), and no cached files.
+    let ran: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.starts_with("note: ran: cd "))
+        .collect();
+    assert_eq!(ran.len(), 2, "{stderr}");
+    assert!(
+        ran[0].ends_with("-o allreduce_lsa.cubin allreduce_lsa.cu"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("note: cached: "), "{stderr}");
     let (code, _, stderr) = run_with(gpu_ranks(), &nvcc, &[("XDG_CACHE_HOME", cache.path())]);
     assert_eq!(code, Some(0), "{stderr}");
     assert!(
         stderr.contains("note: kernel and shim reused from the cache in"),
         "{stderr}"
     );
+    assert!(!stderr.contains("note: ran: "), "{stderr}");
+    assert!(stderr.contains("/allreduce_lsa.cubin\n"), "{stderr}");
+    assert_eq!(stderr.matches("note: cached: ").count(), 2, "{stderr}");
 }
 
 #[test]

@@ -147,6 +147,9 @@ fn lsa_fast(ctx: &RankContext, args: &Args) -> Result<()> {
             built.build.dir.display()
         );
     }
+    // The exact nvcc commands, or NVRTC's options and nvJitLink's inputs, on
+    // rank 0's stderr; on a cache hit, the cached files used.
+    built.print_commands(ctx);
 
     // Step 3: Load the kernels (cuModuleLoadData) and the shim, and check both match the NCCL in use.
     // The nvcc route's module holds both kernels; the jit route's the

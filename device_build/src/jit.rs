@@ -15,6 +15,7 @@ use anyhow::{Context, Result};
 use common::{CannotRun, NcclVersion};
 
 use crate::cache::{self, CacheRoot, Job};
+use crate::command::{shell_word, Ran};
 use crate::env::Env;
 use crate::Source;
 
@@ -565,10 +566,10 @@ impl NvJitLink {
         arch: &str,
         inputs: &[(&str, &[u8], LinkInput)],
     ) -> Result<Result<Vec<u8>, LinkFailure>> {
-        let options = [
-            CString::new(format!("-arch={arch}"))?,
-            CString::new("-lto")?,
-        ];
+        let options = link_options(arch)
+            .into_iter()
+            .map(CString::new)
+            .collect::<Result<Vec<_>, _>>()?;
         let pointers: Vec<*const c_char> = options.iter().map(|o| o.as_ptr()).collect();
         let mut handle: NvJitLinkHandle = std::ptr::null_mut();
         // SAFETY: live pointers and lengths; the handle is destroyed below.
@@ -623,6 +624,12 @@ impl NvJitLink {
             Ok(result)
         }
     }
+}
+
+/// nvJitLink's options: the GPU's architecture, and link-time optimisation
+/// of the LTO-IR inputs.
+pub fn link_options(arch: &str) -> Vec<String> {
+    vec![format!("-arch={arch}"), "-lto".into()]
 }
 
 /// Why nvJitLink failed.
@@ -847,13 +854,57 @@ pub const CUBIN: &str = "kernels_jit.cubin";
 
 /// The cached build for `target`, compiling it first if the cache lacks it.
 pub fn build_or_reuse(target: &Target, cache_root: &CacheRoot) -> Result<cache::Built> {
-    let compile = |dir: &Path| compile_into(target, dir);
-    cache::build_or_reuse(&target.job(&compile), cache_root)
+    Ok(build_or_reuse_saying(target, cache_root)?.0)
+}
+
+/// [`build_or_reuse`], with the NVRTC and nvJitLink calls the build made,
+/// one line each in the form of a command ([`nvrtc_line`], [`link_line`]);
+/// none when the cache held the build.
+pub fn build_or_reuse_saying(
+    target: &Target,
+    cache_root: &CacheRoot,
+) -> Result<(cache::Built, Vec<String>)> {
+    let ran = Ran::default();
+    let compile = |dir: &Path| compile_into(target, dir, &ran);
+    let build = cache::build_or_reuse(&target.job(&compile), cache_root)?;
+    let lines = ran.lines_in(&build.dir);
+    Ok((build, lines))
+}
+
+/// The NVRTC call for `source` as a command line: `nvrtc OPTIONS SOURCE`,
+/// then what ran it (`nvrtcCompileProgram` of this NVRTC, to LTO-IR in memory).
+pub fn nvrtc_line(nvrtc: &dyn std::fmt::Display, options: &[String], source: &str) -> String {
+    let mut words = vec!["nvrtc".to_string()];
+    words.extend(options.iter().map(|o| shell_word(o)));
+    words.push(shell_word(source));
+    format!(
+        "{}  # nvrtcCompileProgram, {nvrtc}, to LTO-IR",
+        words.join(" ")
+    )
+}
+
+/// The nvJitLink call as a command line: `nvjitlink OPTIONS INPUTS -o
+/// CUBIN`, each input named by the source its LTO-IR came from or by its
+/// file, then what ran it.
+pub fn link_line(
+    nvjitlink: &dyn std::fmt::Display,
+    arch: &str,
+    inputs: &[String],
+    cubin: &Path,
+) -> String {
+    let mut words = vec!["nvjitlink".to_string()];
+    words.extend(link_options(arch).iter().map(|o| shell_word(o)));
+    words.extend(inputs.iter().map(|i| shell_word(i)));
+    words.extend(["-o".into(), shell_word(&cubin.display().to_string())]);
+    format!(
+        "{}  # nvJitLinkCreate, nvJitLinkAddData (LTO-IR), nvJitLinkComplete, {nvjitlink}",
+        words.join(" ")
+    )
 }
 
 /// Compiles every kernel source of `target` to LTO-IR and links them all with
-/// the device library into `dir/kernels_jit.cubin`.
-pub fn compile_into(target: &Target, dir: &Path) -> Result<()> {
+/// the device library into `dir/kernels_jit.cubin`, recording each call in `ran`.
+fn compile_into(target: &Target, dir: &Path, ran: &Ran) -> Result<()> {
     let stand_ins = dir.join(STAND_IN_DIR);
     std::fs::create_dir(&stand_ins).with_context(|| format!("create {}", stand_ins.display()))?;
     for (name, body) in STAND_INS {
@@ -868,6 +919,9 @@ pub fn compile_into(target: &Target, dir: &Path) -> Result<()> {
         .with_context(|| format!("read {}", target.device_library.display()))?;
     let library_ir = check_ltoir(&library, &target.device_library)?;
     let options = target.nvrtc_options(&stand_ins);
+    for kernel in &target.kernels {
+        ran.record(dir, nvrtc_line(&target.nvrtc, &options, kernel.file));
+    }
     // One thread per source: NVRTC compiles separate programs concurrently,
     // and most of each compile is parsing the same headers.
     let compiled: Vec<Result<Result<Vec<u8>, String>>> = std::thread::scope(|scope| {
@@ -906,6 +960,17 @@ pub fn compile_into(target: &Target, dir: &Path) -> Result<()> {
     }
     let mut inputs: Vec<(&str, &[u8])> = irs.iter().map(|(f, ir)| (*f, ir.as_slice())).collect();
     inputs.push(("libnccl_device.ltoir", &library));
+    let out = dir.join(CUBIN);
+    let named: Vec<String> = target
+        .kernels
+        .iter()
+        .map(|k| k.file.to_string())
+        .chain([target.device_library.display().to_string()])
+        .collect();
+    ran.record(
+        dir,
+        link_line(&target.nvjitlink, &target.arch, &named, &out),
+    );
     let cubin = target
         .nvjitlink
         .link(&target.arch, &inputs)?
@@ -918,7 +983,6 @@ pub fn compile_into(target: &Target, dir: &Path) -> Result<()> {
                 library_ir,
             )
         })?;
-    let out = dir.join(CUBIN);
     std::fs::write(&out, cubin).with_context(|| format!("write {}", out.display()))
 }
 
@@ -930,6 +994,42 @@ mod tests {
     fn touch(path: &Path) {
         fs::create_dir_all(path.parent().unwrap()).unwrap();
         fs::write(path, "").unwrap();
+    }
+
+    #[test]
+    fn the_jit_calls_read_as_commands_with_every_option_in_order() {
+        let options = vec![
+            "-arch=sm_90".to_string(),
+            "-dlto".into(),
+            "-DALLREDUCE_THREADS=512".into(),
+            "-I/opt/my nccl/include".into(),
+        ];
+        assert_eq!(
+            nvrtc_line(
+                &"NVRTC 13.0 (/x/libnvrtc.so.13)",
+                &options,
+                "allreduce_lsa_c.cu"
+            ),
+            "nvrtc -arch=sm_90 -dlto -DALLREDUCE_THREADS=512 '-I/opt/my nccl/include' \
+             allreduce_lsa_c.cu  # nvrtcCompileProgram, NVRTC 13.0 (/x/libnvrtc.so.13), to LTO-IR"
+        );
+        let inputs = vec![
+            "allreduce_lsa_c.cu".to_string(),
+            "/w/nvidia/nccl/lib/libnccl_device.ltoir".into(),
+        ];
+        assert_eq!(
+            link_line(
+                &"nvJitLink 13.5 (/x/libnvJitLink.so.13)",
+                "sm_90",
+                &inputs,
+                Path::new("/c/k/kernels_jit.cubin")
+            ),
+            "nvjitlink -arch=sm_90 -lto allreduce_lsa_c.cu /w/nvidia/nccl/lib/libnccl_device.ltoir \
+             -o /c/k/kernels_jit.cubin  # nvJitLinkCreate, nvJitLinkAddData (LTO-IR), \
+             nvJitLinkComplete, nvJitLink 13.5 (/x/libnvJitLink.so.13)"
+        );
+        // The options printed are the ones nvJitLinkCreate is given.
+        assert_eq!(link_options("sm_90"), ["-arch=sm_90", "-lto"]);
     }
 
     #[test]

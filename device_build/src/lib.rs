@@ -15,13 +15,16 @@
 //!
 //! [`route`] chooses between them (`--build auto|nvcc|jit`), [`program`]
 //! makes the choice and the build one call for a lesson, and [`Module`]
-//! loads what either made.
+//! loads what either made. Rank 0 prints the exact commands a build ran
+//! ([`command`], [`program::Built::print_commands`]), or the cached files
+//! it used.
 //!
 //! Both routes cache their output under the same rules ([`cache`]): a
 //! directory private to this user, never half-written, named by a hash of
 //! everything that went into the build.
 
 pub mod cache;
+pub mod command;
 pub mod env;
 pub mod jit;
 pub mod module;

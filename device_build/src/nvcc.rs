@@ -15,6 +15,7 @@ use anyhow::{Context, Result};
 use common::{CannotRun, NcclVersion};
 
 use crate::cache::{self, CacheRoot, Job};
+use crate::command::{command_line, Ran};
 use crate::env::Env;
 use crate::Source;
 
@@ -309,6 +310,9 @@ fn shim_source() -> Source {
 pub struct Built {
     pub build: cache::Built,
     pub shim: PathBuf,
+    /// The nvcc commands this build ran, one line each, as a shell would
+    /// run them ([`command_line`](crate::command::command_line)); empty when the cache held the build.
+    pub commands: Vec<String>,
 }
 
 impl Built {
@@ -322,16 +326,18 @@ impl Built {
 /// If the cache cannot be used safely, says why (once per process) and builds
 /// privately instead.
 pub fn build_or_reuse(target: &Target, cache_root: &CacheRoot) -> Result<Built> {
-    let compile = |dir: &Path| compile_into(target, dir);
+    let ran = Ran::default();
+    let compile = |dir: &Path| compile_into(target, dir, &ran);
     let build = cache::build_or_reuse(&target.job(&compile), cache_root)?;
     Ok(Built {
         shim: build.file(SHIM_LIBRARY),
+        commands: ran.lines_in(&build.dir),
         build,
     })
 }
 
 /// Writes every source into `dir` and compiles it there with nvcc.
-fn compile_into(target: &Target, dir: &Path) -> Result<()> {
+fn compile_into(target: &Target, dir: &Path, ran: &Ran) -> Result<()> {
     for source in target.kernels.iter().chain([&shim_source()]) {
         std::fs::write(dir.join(source.file), source.text)
             .with_context(|| format!("write {}", source.file))?;
@@ -343,15 +349,33 @@ fn compile_into(target: &Target, dir: &Path) -> Result<()> {
             dir,
             kernel.file,
             &kernel.cubin(),
+            ran,
         )?;
     }
-    nvcc(target, &target.shim_args(), dir, SHIM_FILE, SHIM_LIBRARY)
+    nvcc(
+        target,
+        &target.shim_args(),
+        dir,
+        SHIM_FILE,
+        SHIM_LIBRARY,
+        ran,
+    )
 }
 
-fn nvcc(target: &Target, args: &[String], dir: &Path, input: &str, output: &str) -> Result<()> {
+fn nvcc(
+    target: &Target,
+    args: &[String],
+    dir: &Path,
+    input: &str,
+    output: &str,
+    ran: &Ran,
+) -> Result<()> {
+    let mut args = args.to_vec();
+    args.extend(["-o".into(), output.into(), input.into()]);
+    let line = command_line(dir, &target.nvcc, &args);
+    ran.record(dir, line.clone());
     let result = Command::new(&target.nvcc)
-        .args(args)
-        .args(["-o", output, input])
+        .args(&args)
         .current_dir(dir)
         .output()
         .with_context(|| format!("start {}", target.nvcc.display()))?;
@@ -371,11 +395,8 @@ fn nvcc(target: &Target, args: &[String], dir: &Path, input: &str, output: &str)
             message.join("\n")
         ),
         format!(
-            "the command was: cd {} && {} {} -o {output} {input}\n\
+            "the command was: {line}\n\
              check that nvcc supports {} and that the NCCL headers in {} are complete",
-            dir.display(),
-            target.nvcc.display(),
-            args.join(" "),
             target.arch,
             target.include.display()
         ),

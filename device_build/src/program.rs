@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 use common::nccl::loaded_nccl;
-use common::{CannotRun, NcclVersion};
+use common::{CannotRun, NcclVersion, RankContext};
 
 use crate::route::{self, Build, Chosen, Plan, Program};
 use crate::shim::Shim;
@@ -42,6 +42,12 @@ pub struct Built {
     shim: Option<PathBuf>,
     nccl: NcclVersion,
     library: PathBuf,
+    /// The compiler and linker calls this build made, one line each (see
+    /// [`crate::command`]); empty when the cache held it.
+    pub commands: Vec<String>,
+    /// The files the program loads from the build: every cubin, and the
+    /// shim on the nvcc route.
+    pub files: Vec<PathBuf>,
 }
 
 impl Built {
@@ -62,6 +68,33 @@ impl Built {
         }
     }
 
+    /// On rank 0 only, on stderr: the exact commands this build ran
+    /// (`note: ran: ...`), or, when the cache held the build, the cached
+    /// files the program uses (`note: cached: ...`).
+    pub fn print_commands(&self, ctx: &RankContext) {
+        if !ctx.is_root() {
+            return;
+        }
+        for line in self.command_notes() {
+            eprintln!("{line}");
+        }
+    }
+
+    /// What [`print_commands`](Self::print_commands) prints.
+    pub fn command_notes(&self) -> Vec<String> {
+        if self.build.compiled {
+            self.commands
+                .iter()
+                .map(|c| format!("note: ran: {c}"))
+                .collect()
+        } else {
+            self.files
+                .iter()
+                .map(|f| format!("note: cached: {}", f.display()))
+                .collect()
+        }
+    }
+
     /// How this route makes the device communicator: the shim (nvcc), or
     /// NCCL called directly with 2.32.3's requirements layout (jit).
     pub fn dev_comm_maker(&self) -> Result<Shim> {
@@ -74,21 +107,30 @@ pub fn build(plan: &Plan, cache: &CacheRoot) -> Result<Built> {
     Ok(match plan {
         Plan::Nvcc(target) => {
             let built = nvcc::build_or_reuse(target, cache)?;
+            let mut files: Vec<PathBuf> = target.kernels.iter().map(|k| built.cubin(k)).collect();
+            files.push(built.shim.clone());
             Built {
                 route: "nvcc",
                 shim: Some(built.shim),
                 nccl: target.nccl,
                 library: target.library.clone(),
                 build: built.build,
+                commands: built.commands,
+                files,
             }
         }
-        Plan::Jit(target) => Built {
-            route: "jit",
-            build: jit::build_or_reuse(target, cache)?,
-            shim: None,
-            nccl: target.nccl,
-            library: target.library.clone(),
-        },
+        Plan::Jit(target) => {
+            let (build, commands) = jit::build_or_reuse_saying(target, cache)?;
+            Built {
+                route: "jit",
+                files: vec![build.file(jit::CUBIN)],
+                build,
+                shim: None,
+                nccl: target.nccl,
+                library: target.library.clone(),
+                commands,
+            }
+        }
     })
 }
 

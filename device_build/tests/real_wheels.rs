@@ -73,6 +73,51 @@ fn library(site: &Path) -> PathBuf {
     site.join("nvidia/nccl/lib/libnccl.so.2")
 }
 
+/// The lines a jit build prints are made from the very options and inputs
+/// it gives NVRTC and nvJitLink (`jit::nvrtc_line`, `jit::link_line`), with
+/// the stand-in headers where the build now is; a cache hit prints none.
+#[test]
+fn the_jit_build_says_which_nvrtc_and_nvjitlink_calls_it_made() {
+    let Some(site) = wheels() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let cache = CacheRoot::Kept(tmp.path().join("cache"));
+    let target = jit_target(
+        &Env::default(),
+        "sm_90",
+        NCCL,
+        &library(&site),
+        &program(vec![LAYOUT_PROBE, KERNEL]),
+    )
+    .unwrap();
+    let (cold, lines) = jit::build_or_reuse_saying(&target, &cache).unwrap();
+    assert!(cold.compiled);
+    let stand_ins = cold.dir.join("nvrtc-include");
+    assert!(stand_ins.is_dir());
+    let options = target.nvrtc_options(&stand_ins);
+    let mut expected: Vec<String> = target
+        .kernels
+        .iter()
+        .map(|k| jit::nvrtc_line(&target.nvrtc, &options, k.file))
+        .collect();
+    let inputs: Vec<String> = target
+        .kernels
+        .iter()
+        .map(|k| k.file.to_string())
+        .chain([target.device_library.display().to_string()])
+        .collect();
+    expected.push(jit::link_line(
+        &target.nvjitlink,
+        &target.arch,
+        &inputs,
+        &cold.file(jit::CUBIN),
+    ));
+    assert_eq!(lines, expected);
+    eprintln!("{}", lines.join("\n"));
+    let (cached, lines) = jit::build_or_reuse_saying(&target, &cache).unwrap();
+    assert!(!cached.compiled);
+    assert!(lines.is_empty(), "{lines:?}");
+}
+
 #[test]
 fn a_cubin_is_built_from_the_wheels_alone_and_then_reused() {
     let Some(site) = wheels() else { return };

@@ -323,6 +323,7 @@ fn bench(ctx: &RankContext, args: &Args) -> Result<()> {
                 b.build.seconds,
                 b.build.dir.display()
             );
+            b.print_commands(ctx);
         }
     }
     let simple_module = Module::load(&built.cubin(&KERNEL))?;
