@@ -9,7 +9,7 @@ use cudarc::driver::{result as cu, sys as cu_sys, CudaStream};
 /// shared memory: none of this lesson's kernels uses any).
 ///
 /// # Safety
-/// `kernel` must come from a module that is still loaded ([`Module::function`]).
+/// `kernel` must come from a module that is still loaded ([`device_build::Module::function`]).
 pub unsafe fn blocks_per_multiprocessor(kernel: cu_sys::CUfunction, threads: u32) -> Result<u32> {
     let blocks = cu::occupancy::max_active_block_per_multiprocessor(kernel, threads as i32, 0)
         .context("cuOccupancyMaxActiveBlocksPerMultiprocessor")?;

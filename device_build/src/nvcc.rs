@@ -311,7 +311,7 @@ pub struct Built {
     pub build: cache::Built,
     pub shim: PathBuf,
     /// The nvcc commands this build ran, one line each, as a shell would
-    /// run them ([`command_line`](crate::command::command_line)); empty when the cache held the build.
+    /// run them ([`command_line`]); empty when the cache held the build.
     pub commands: Vec<String>,
 }
 
