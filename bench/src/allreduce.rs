@@ -382,9 +382,19 @@ impl<'a> Sweep<'a> {
             .check(output, operations * count, seed, ranks, self.stream)?;
         if let Some(first) = checked.first {
             let mut got = [0f32];
-            // SAFETY: `first` is inside the region just checked.
-            unsafe { cu::memcpy_dtoh_sync(&mut got[..], output + first * 4) }
-                .context("cuMemcpyDtoH (the first wrong element)")?;
+            // Stream-ordered, then waited for on this stream alone: a plain
+            // cuMemcpyDtoH would wait for every stream of the context, which
+            // ranks sharing a GPU in thread mode share, a peer's kernel
+            // waiting for this rank included.
+            // SAFETY: `first` is inside the region just checked; we wait for
+            // the stream before reading `got`.
+            unsafe {
+                cu::memcpy_dtoh_async(&mut got[..], output + first * 4, self.stream.cu_stream())
+            }
+            .context("cuMemcpyDtoHAsync (the first wrong element)")?;
+            self.stream
+                .synchronize()
+                .context("wait for the first wrong element")?;
             let index = first as usize;
             eprintln!(
                 "{}wrong result: {what}: operation {} of {operations}, element {} of {count}: expected {}, got {} ({} of {} elements wrong)",
