@@ -382,10 +382,10 @@ impl<'a> Sweep<'a> {
             .check(output, operations * count, seed, ranks, self.stream)?;
         if let Some(first) = checked.first {
             let mut got = [0f32];
-            // Stream-ordered, then waited for on this stream alone: a plain
-            // cuMemcpyDtoH would wait for every stream of the context, which
-            // ranks sharing a GPU in thread mode share, a peer's kernel
-            // waiting for this rank included.
+            // On the rank's stream, after the check, like every other copy
+            // here: ordered by the stream rather than by the legacy default
+            // stream a plain cuMemcpyDtoH runs on (which does not wait for
+            // cudarc's non-blocking streams).
             // SAFETY: `first` is inside the region just checked; we wait for
             // the stream before reading `got`.
             unsafe {
