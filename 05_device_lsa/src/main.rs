@@ -264,12 +264,13 @@ fn device_lsa(ctx: &RankContext, args: &Args) -> Result<()> {
     ));
     // 16 blocks of 512 threads, as in NVIDIA's example.
     let (send_win, recv_win) = (send_window.as_raw(), recv_window.as_raw());
+    let (send_offset, recv_offset) = (0usize, 0usize);
     let mut launch = kernel::launch_builder(&stream, function);
     launch
         .arg(&send_win)
-        .arg(&0usize)
+        .arg(&send_offset)
         .arg(&recv_win)
-        .arg(&0usize)
+        .arg(&recv_offset)
         .arg(&COUNT)
         .arg_bytes(dev_comm.kernel_arg());
     // SAFETY: the arguments match the kernel's signature (window, size_t,
