@@ -5,8 +5,8 @@
 //!
 //! * the user kernels with the library in front ([`source`]):
 //!   `symm_comm.cuh` and `tp_tail.cu`, compiled as one translation unit;
-//! * the NCCL backend's build through `device_build`'s two routes
-//!   ([`nccl_program`], [`build_nccl`]);
+//! * the NCCL backend's device code for `device_build`'s two routes
+//!   ([`nccl_program`], built by `device_build::program`);
 //! * the layer's data and CPU reference ([`reference`]);
 //! * the same layer tail written in Triton, built ahead of time by Triton's
 //!   compiler with the library as LLVM bitcode ([`triton`]).
@@ -15,16 +15,12 @@ pub mod launch;
 pub mod reference;
 pub mod triton;
 
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::LazyLock;
 
-use anyhow::Result;
-use common::nccl::loaded_nccl;
-use common::{CannotRun, NcclVersion, RankContext};
-use device_build::route::{self, Build, Chosen, Plan, Program};
-use device_build::shim::Shim;
-use device_build::{cache, jit, nvcc, CacheRoot, Env, Source};
+use common::{CannotRun, RankContext};
+use device_build::route::{self, Program};
+use device_build::{Env, Source};
 use symm_comm::{codes, nvshmem};
 
 /// The device library (`symm_comm.cuh`, from the `symm_comm` crate)
@@ -140,36 +136,6 @@ pub fn nccl_program() -> Program {
     }
 }
 
-/// The route for `build` on this GPU and the loaded NCCL, and why.
-pub fn choose_route(build: Build, major: i32, minor: i32) -> Result<Chosen> {
-    let nccl = loaded_nccl()?;
-    route::choose(
-        build,
-        &Env::from_process(),
-        &format!("sm_{major}{minor}"),
-        nccl.version,
-        &nccl.path,
-        &nccl_program(),
-    )
-}
-
-/// [`build_nccl`] on the chosen route, falling back to nvcc under `--build
-/// auto` when the jit build fails for want of a tool
-/// ([`route::build_or_fall_back`]).
-pub fn build_chosen(
-    requested: Build,
-    chosen: &mut Chosen,
-    cache: &CacheRoot,
-    (major, minor): (i32, i32),
-) -> Result<NcclBuilt> {
-    route::build_or_fall_back(
-        requested,
-        chosen,
-        |plan| build_nccl(plan, cache),
-        || choose_route(Build::Nvcc, major, minor),
-    )
-}
-
 /// Which kernels the preflight's tool check ([`build_tool_found`]) looks
 /// for tools for: bit [`CUDA_KERNELS`] (nvcc or NVRTC), bit
 /// [`TRITON_KERNEL`] (Python with Triton). The option checks set it
@@ -217,53 +183,6 @@ pub fn build_tool_found() -> Result<(), CannotRun> {
                 .join("\n"),
         )),
     }
-}
-
-/// The NCCL backend's built module, from either route.
-pub struct NcclBuilt {
-    /// `nvcc` or `jit`.
-    pub route: &'static str,
-    pub build: cache::Built,
-    pub cubin: PathBuf,
-    shim: Option<PathBuf>,
-    nccl: NcclVersion,
-    library: PathBuf,
-}
-
-impl NcclBuilt {
-    /// How this route makes the device communicator: the shim (nvcc) or NCCL
-    /// called directly with 2.32.3's requirements layout (jit).
-    pub fn dev_comm_maker(&self) -> Result<Shim> {
-        Shim::for_build(self.shim.as_deref(), &self.library, self.nccl)
-    }
-}
-
-/// Builds (or reuses) the NCCL backend's module for `plan`.
-pub fn build_nccl(plan: &Plan, cache: &CacheRoot) -> Result<NcclBuilt> {
-    Ok(match plan {
-        Plan::Nvcc(target) => {
-            let built = nvcc::build_or_reuse(target, cache)?;
-            NcclBuilt {
-                route: "nvcc",
-                cubin: built.cubin(&source()),
-                shim: Some(built.shim.clone()),
-                nccl: target.nccl,
-                library: target.library.clone(),
-                build: built.build,
-            }
-        }
-        Plan::Jit(target) => {
-            let build = jit::build_or_reuse(target, cache)?;
-            NcclBuilt {
-                route: "jit",
-                cubin: build.file(jit::CUBIN),
-                shim: None,
-                nccl: target.nccl,
-                library: target.library.clone(),
-                build,
-            }
-        }
-    })
 }
 
 /// The options checked before any rank starts (`common::run_checked`), on

@@ -54,6 +54,7 @@ use common::nccl::{Communicator, NcclBuffer, Window};
 use common::setup;
 use common::{CannotRun, Lesson, NcclVersion, Needs, RankContext};
 use cudarc::driver::{sys as cu_sys, CudaContext};
+use device_build::program;
 use device_build::route::Build;
 use device_build::shim::{check_lsa_team, DevComm, Shim};
 use device_build::Module;
@@ -239,15 +240,21 @@ fn symm_primitive_lesson(ctx: &RankContext, args: &Args) -> Result<()> {
                 })
             }
             Backend::Nccl => {
-                let mut chosen = symm_primitive::choose_route(args.build, major, minor)?;
-                let built =
-                    symm_primitive::build_chosen(args.build, &mut chosen, &cache, (major, minor))?;
+                let device_code = symm_primitive::nccl_program();
+                let mut chosen = program::choose(args.build, (major, minor), &device_code)?;
+                let built = program::build_chosen(
+                    args.build,
+                    &mut chosen,
+                    &cache,
+                    (major, minor),
+                    &device_code,
+                )?;
                 if ctx.is_root() {
                     eprintln!("note: build route: {} ({})", chosen.plan.name(), chosen.why);
                 }
                 let shim = built.dev_comm_maker()?;
                 Ok(Built {
-                    cubin: built.cubin.clone(),
+                    cubin: built.cubin(&symm_primitive::source()),
                     route: built.route,
                     shim: Some(shim),
                     seconds: built.build.seconds,

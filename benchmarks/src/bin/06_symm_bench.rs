@@ -59,6 +59,7 @@ use common::nccl::{nccl_stream, sys, NcclCheck};
 use common::setup;
 use common::{CannotRun, Lesson, NcclVersion, Needs, RankContext};
 use cudarc::driver::{result as cu, sys as cu_sys, CudaContext, CudaStream};
+use device_build::program;
 use device_build::route::Build;
 use device_build::shim::{check_lsa_team, DevComm};
 use device_build::Module;
@@ -430,8 +431,10 @@ fn bench(ctx: &RankContext, args: &Args) -> Result<()> {
         }
         Backend::Nccl => {
             // Lesson 06's module, and lesson 05b's fast kernels for the baselines.
+            let device_code = symm_primitive::nccl_program();
             let mut chosen = ctx.all_ok(
-                symm_primitive::choose_route(args.build, major, minor).context("choose the route"),
+                program::choose(args.build, (major, minor), &device_code)
+                    .context("choose the route"),
             )?;
             let mut chosen05 = ctx.all_ok(
                 benchmarks::lsa::choose_route(args.build, major, minor, false)
@@ -440,7 +443,13 @@ fn bench(ctx: &RankContext, args: &Args) -> Result<()> {
             let cache05 = Env::from_process().cache_root(benchmarks::lsa::CACHE_NAME);
             let (built, built05) = cache::root_first(ctx, "build the kernels", || {
                 Ok((
-                    symm_primitive::build_chosen(args.build, &mut chosen, &cache, (major, minor))?,
+                    program::build_chosen(
+                        args.build,
+                        &mut chosen,
+                        &cache,
+                        (major, minor),
+                        &device_code,
+                    )?,
                     benchmarks::lsa::build_chosen(
                         args.build,
                         &mut chosen05,
@@ -453,7 +462,7 @@ fn bench(ctx: &RankContext, args: &Args) -> Result<()> {
             if ctx.is_root() {
                 eprintln!("note: build route: {} ({})", chosen.plan.name(), chosen.why);
             }
-            let module = Module::load(&built.cubin)?;
+            let module = Module::load(&built.cubin(&symm_primitive::source()))?;
             let mut kernels = kernels(&module)?;
             // The Triton kernel, built (rank 0 first) and loaded when timed.
             let triton_module = if args.contenders.contains(&Contender::Triton) {
