@@ -12,12 +12,17 @@
 //! ([`crate::data`]); [`value`] is the same function on the host.
 //!
 //! What is checked is what was timed. A trial is one untimed operation that
-//! lines the ranks up, then `iters` timed ones; each of the `iters + 1` has
-//! its own region of the input, filled for that trial, and its own region of
-//! the output, poisoned with NaN before the trial (in place, the input is
-//! the output). After the trial every region is checked on every rank. A
-//! race between back-to-back operations (launch k+1 writing a peer's buffer
-//! while the peer still reads launch k) leaves a wrong element behind.
+//! lines the ranks up, then `iters` timed ones; each has its own region of
+//! the input, filled for that trial, and its own region of the output,
+//! poisoned with NaN before the trial (in place, the input is the output).
+//! After the trial every region is checked on every rank. A race between
+//! back-to-back operations (launch k+1 writing a peer's buffer while the
+//! peer still reads launch k) leaves a wrong element behind. Large sizes
+//! have fewer regions than a trial has operations ([`regions`]: enough to
+//! rotate past L2, within 4 times the largest size per buffer): their trial
+//! runs in rounds of as many operations as there are regions, each round
+//! filled, lined up, timed and checked before the next
+//! ([`crate::time_rotating`]), so every timed operation is still checked.
 //!
 //! `--stress N` ([`StressArgs`]) looks for such races on purpose: N
 //! back-to-back operations, each in its own region and checked, with the
@@ -37,7 +42,7 @@ use crate::data::DataKernels;
 pub use crate::data::POISON;
 use crate::report::{Row, Series};
 use crate::{
-    across_ranks, size_label, sum_over_ranks, time_checked, Collective, Placement, Sample,
+    across_ranks, size_label, sum_over_ranks, time_rotating, Collective, Placement, Sample,
     SweepArgs,
 };
 
@@ -110,15 +115,78 @@ pub struct StressArgs {
 /// a batch of back-to-back operations is as long as the buffers allow.
 const STRESS_BUFFER_BYTES: usize = 1 << 30;
 
-/// Bytes each of the send and receive buffers must hold past their offsets
-/// for a sweep whose largest size is `largest`: one region for every
-/// operation of a trial (the untimed one and `iters` timed ones), and for a
-/// stress run, room for up to its whole count of operations, within 1 GiB.
-pub fn buffer_bytes(args: &SweepArgs, stress: &StressArgs, largest: usize) -> usize {
-    let sweep = largest.saturating_mul(args.iters as usize + 1);
+/// How many times over the regions a size rotates through must exceed the
+/// GPU's L2 cache, so that no operation finds its data there.
+pub const L2_PASSES: usize = 4;
+
+/// Regions a size rotates through at least, where the memory bound allows:
+/// each round of a trial is then 3 timed operations and 1 untimed one (see
+/// [`crate::time_rotating`]), not 1 and 1.
+pub const MIN_REGIONS: usize = 4;
+
+/// The regions that operations of `bytes` bytes rotate through, in a sweep
+/// whose largest size is `largest` on a GPU with `l2_bytes` of L2 cache:
+/// enough to cover L2 [`L2_PASSES`] times, and [`MIN_REGIONS`] at least;
+/// at most one per operation of a trial (`iters + 1`) and at most what
+/// keeps a buffer within [`L2_PASSES`] times the larger of `largest` and
+/// L2; never fewer than 2 (the untimed operation and a timed one).
+///
+/// On an H100 (50 MiB of L2) at the defaults: 21 regions up to 8 MiB, 13 at
+/// 16 MiB, 7 at 32 MiB, 4 from 64 MiB: 2 GiB per buffer at 512 MiB instead
+/// of 21 copies (10.5 GiB).
+pub fn regions(bytes: usize, largest: usize, l2_bytes: usize, iters: u32) -> usize {
+    let bytes = bytes.max(1);
+    let cover = (L2_PASSES * l2_bytes).div_ceil(bytes).max(MIN_REGIONS);
+    let within = L2_PASSES * largest.max(l2_bytes) / bytes;
+    cover.min(within).clamp(2, (iters as usize + 1).max(2))
+}
+
+/// The bytes each of the send and receive buffers holds past their offsets
+/// for a sweep of `sizes` on a GPU with `l2_bytes` of L2 cache: the largest
+/// of `size × regions(size)` ([`regions`]), at most [`L2_PASSES`] times the
+/// larger of the largest size and L2; and for a stress run, room for up to
+/// its whole count of operations of the largest size, within 1 GiB.
+pub fn rotation_bytes(
+    args: &SweepArgs,
+    stress: &StressArgs,
+    sizes: &[usize],
+    l2_bytes: usize,
+) -> usize {
+    let largest = sizes.iter().copied().max().unwrap_or(0);
+    let sweep = sizes
+        .iter()
+        .map(|&bytes| bytes.saturating_mul(regions(bytes, largest, l2_bytes, args.iters)))
+        .max()
+        .unwrap_or(0);
+    sweep.max(stress_bytes(stress, largest))
+}
+
+/// The L2 cache of the GPU `stream` runs on, in bytes.
+pub fn l2_bytes(stream: &CudaStream) -> Result<usize> {
+    let bytes = stream
+        .context()
+        .attribute(cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)
+        .context("cuDeviceGetAttribute(L2_CACHE_SIZE)")?;
+    Ok(usize::try_from(bytes).unwrap_or(0))
+}
+
+/// A stress run's room: up to its whole count of operations of `largest`
+/// bytes, within 1 GiB (at least one region); none without `--stress`.
+fn stress_bytes(stress: &StressArgs, largest: usize) -> usize {
     let ops = stress.stress.unwrap_or(0) as usize;
     let batch = ops.min((STRESS_BUFFER_BYTES / largest.max(1)).max(1));
-    sweep.max(largest.saturating_mul(batch))
+    largest.saturating_mul(batch)
+}
+
+/// Bytes each of the send and receive buffers must hold past their offsets
+/// for a sweep whose largest size is `largest` when every operation of a
+/// trial has its own region (the untimed one and `iters` timed ones), as
+/// [`crate::time_checked`] needs; and for a stress run, room for up to its
+/// whole count of operations, within 1 GiB. [`rotation_bytes`] is what
+/// [`Sweep`] needs.
+pub fn buffer_bytes(args: &SweepArgs, stress: &StressArgs, largest: usize) -> usize {
+    let sweep = largest.saturating_mul(args.iters as usize + 1);
+    sweep.max(stress_bytes(stress, largest))
 }
 
 /// The buffers every contender runs on: the data starts `send_offset` and
@@ -169,6 +237,8 @@ pub struct Sweep<'a> {
     buffers: Buffers<'a>,
     sizes: &'a [usize],
     data: DataKernels,
+    /// The GPU's L2 cache, in bytes, for [`regions`].
+    l2_bytes: usize,
 }
 
 impl<'a> Sweep<'a> {
@@ -181,11 +251,12 @@ impl<'a> Sweep<'a> {
         buffers: Buffers<'a>,
         sizes: &'a [usize],
     ) -> Result<Self> {
-        let largest = sizes.last().copied().unwrap_or(0);
-        let needed = largest.saturating_mul(args.iters as usize + 1);
+        let largest = sizes.iter().copied().max().unwrap_or(0);
+        // Two regions of the largest size at least; more where they fit.
+        let needed = largest.saturating_mul(2);
         ensure!(
             buffers.capacity() >= needed,
-            "the buffers hold {} bytes past their offsets; the sweep needs {needed} (see buffer_bytes)",
+            "the buffers hold {} bytes past their offsets; the sweep needs {needed} at least (see rotation_bytes)",
             buffers.capacity(),
         );
         let sweep = Self {
@@ -195,6 +266,7 @@ impl<'a> Sweep<'a> {
             buffers,
             sizes,
             data: DataKernels::load()?,
+            l2_bytes: l2_bytes(stream)?,
         };
         sweep
             .self_test()
@@ -248,11 +320,15 @@ impl<'a> Sweep<'a> {
     ) -> Result<Series> {
         let (ctx, stream) = (self.ctx, self.stream);
         let factor = Collective::AllReduce.bus_factor(ctx.size());
-        let slots = self.args.iters as usize + 1;
+        let largest = self.sizes.iter().copied().max().unwrap_or(0);
         let mut rows = Vec::with_capacity(self.sizes.len());
         for &bytes in self.sizes {
             progress.set_message(format!("{name} {}", size_label(bytes)));
             let count = bytes / std::mem::size_of::<f32>();
+            // As many regions as cover L2 several times over (see `regions`),
+            // within the buffers (which hold two of the largest size at least).
+            let slots = regions(bytes, largest, self.l2_bytes, self.args.iters)
+                .min(self.buffers.capacity() / bytes.max(1));
             let what = |placement: Placement| format!("{name}, {bytes} B, {placement:?}");
             let mut placements = [None, None];
             for (slot, placement) in [Placement::OutOfPlace, Placement::InPlace]
@@ -260,16 +336,17 @@ impl<'a> Sweep<'a> {
                 .enumerate()
             {
                 let seed = Cell::new(0);
-                let (seconds, wrong) = time_checked(
+                let (seconds, wrong) = time_rotating(
                     ctx,
                     stream,
                     self.args,
-                    || {
+                    slots,
+                    |written| {
                         seed.set(fresh_seed(ctx)?);
-                        self.prepare(placement, slots * count, seed.get())
+                        self.prepare(placement, written * count, seed.get())
                     },
                     |i| op(placement, count, bytes * (i % slots)),
-                    || self.check(placement, count, slots, seed.get(), &what(placement)),
+                    |written| self.check(placement, count, written, seed.get(), &what(placement)),
                 )
                 .with_context(|| what(placement))?;
                 placements[slot] = Some(Sample::new(
@@ -637,6 +714,119 @@ mod tests {
             "batches of 256 regions of 4 MiB, within 1 GiB"
         );
         assert_eq!(buffer_bytes(&args, &stress, 512 << 20), 21 * (512 << 20));
+    }
+
+    #[test]
+    fn regions_cover_l2_four_times_within_four_times_the_largest_size() {
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            sweep: SweepArgs,
+        }
+        let parse = |line: &[&str]| {
+            <Cli as clap::Parser>::try_parse_from(
+                std::iter::once("bench").chain(line.iter().copied()),
+            )
+            .unwrap()
+            .sweep
+        };
+        let h100_l2 = 50 << 20;
+        let largest = 512 << 20;
+        // Small sizes: one region per operation of a trial, as before.
+        assert_eq!(regions(8, largest, h100_l2, 20), 21);
+        assert_eq!(regions(8 << 20, largest, h100_l2, 20), 21);
+        // Then as many as cover L2 four times (200 MiB).
+        assert_eq!(regions(16 << 20, largest, h100_l2, 20), 13);
+        assert_eq!(regions(32 << 20, largest, h100_l2, 20), 7);
+        assert_eq!(regions(64 << 20, largest, h100_l2, 20), 4);
+        // Four at least, where four times the largest size allows.
+        assert_eq!(regions(128 << 20, largest, h100_l2, 20), 4);
+        assert_eq!(regions(largest, largest, h100_l2, 20), 4);
+        assert_eq!(regions(8, 8, h100_l2, 1), 2, "-n 1: two regions");
+        assert_eq!(regions(8, 8, h100_l2, 2), 3, "-n 2: three regions");
+        // An L2 larger than the sweep: four times L2 still.
+        assert_eq!(regions(1 << 30, 1 << 30, 2 << 30, 20), 8);
+        assert_eq!(regions(3 << 30, 3 << 30, 1, 20), 4);
+        let timing = StressArgs {
+            stress: None,
+            max_skew_us: 20,
+        };
+        // Defaults on an H100: 2 GiB per buffer, not 21 × 512 MiB.
+        let defaults = parse(&[]);
+        let sizes = defaults.sizes(4).unwrap();
+        assert_eq!(
+            rotation_bytes(&defaults, &timing, &sizes, h100_l2),
+            4 * largest
+        );
+        // Every sweep, every L2: within 4 × max(largest, L2) per buffer.
+        for l2 in [6 << 20, 40 << 20, 50 << 20, 60 << 20, 96 << 20, 126 << 20] {
+            for (min, max) in [
+                (8, 512 << 20),
+                (1 << 10, 1 << 20),
+                (1 << 20, 48 << 20),
+                (3, 100 << 20),
+            ] {
+                for iters in [1, 5, 20, 100] {
+                    let args = SweepArgs {
+                        min_bytes: min,
+                        max_bytes: max,
+                        iters,
+                        ..parse(&[])
+                    };
+                    let sizes = args.sizes(4).unwrap();
+                    let largest = *sizes.last().unwrap();
+                    let bytes = rotation_bytes(&args, &timing, &sizes, l2);
+                    assert!(
+                        bytes <= 4 * largest.max(l2),
+                        "{l2} {min}..{max} -n {iters}: {bytes}"
+                    );
+                    for &size in &sizes {
+                        let n = regions(size, largest, l2, iters);
+                        assert!(n >= 2 && n <= iters as usize + 1);
+                        assert!(size * n <= bytes, "the buffers hold every size's regions");
+                        // Four times L2, unless a cap holds it back: the
+                        // trial's operations, the minimum of 2, or the
+                        // memory bound.
+                        let capped =
+                            n == iters as usize + 1 || n == 2 || n == 4 * largest.max(l2) / size;
+                        assert!(
+                            size * n >= 4 * l2 || capped,
+                            "{l2} {size} -n {iters}: {n} regions"
+                        );
+                    }
+                }
+            }
+        }
+        // A stress run keeps its batches within 1 GiB, as before.
+        let stress = StressArgs {
+            stress: Some(2000),
+            ..timing
+        };
+        assert_eq!(
+            rotation_bytes(&defaults, &stress, &[8, 4 << 20], h100_l2),
+            256 * (4 << 20)
+        );
+    }
+
+    #[test]
+    fn a_trial_runs_in_rounds_of_at_most_regions_minus_one() {
+        let all = |iters, regions| crate::rounds(iters, regions).collect::<Vec<_>>();
+        assert_eq!(
+            all(20, 21),
+            vec![20],
+            "one round when every operation has a region"
+        );
+        assert_eq!(all(20, 2), vec![1; 20]);
+        assert_eq!(all(20, 7), vec![6, 6, 6, 2]);
+        assert_eq!(all(20, 4), vec![3, 3, 3, 3, 3, 3, 2]);
+        assert_eq!(all(1, 13), vec![1]);
+        for iters in 1..50 {
+            for regions in 2..30 {
+                let rounds = all(iters, regions);
+                assert_eq!(rounds.iter().sum::<usize>(), iters);
+                assert!(rounds.iter().all(|&r| r >= 1 && r < regions));
+            }
+        }
     }
 
     #[test]

@@ -5,7 +5,11 @@
 //!   on the rank's stream, after `warmup` untimed ones, divided by `iters`
 //!   ([`time_trials`]). Like nccl-tests, consecutive operations use
 //!   consecutive regions of the buffers, so that a size that fits in L2 is
-//!   not timed from the cache.
+//!   not timed from the cache: as many regions as cover L2 four times
+//!   ([`allreduce::regions`]), so that a buffer holds at most 4 times the
+//!   larger of the largest size and L2; where a trial has more operations
+//!   than regions, it runs in rounds, each checked before the next writes
+//!   over its regions ([`time_rotating`]).
 //!   Each size is timed `trials` times and each rank keeps its median trial
 //!   (a single hiccup of the host, a few hundred µs, was seen on the GPU
 //!   machine). The operation's time is the **average over ranks**, as
@@ -17,8 +21,9 @@
 //!   that makes the figure comparable with the links' bandwidth.
 //! * **#wrong**: what was timed is what is checked. For AllReduce every
 //!   operation of every trial has its own input and output region, filled
-//!   with fresh data and poisoned before the trial and checked element by
-//!   element after it ([`time_checked`], [`allreduce`]); `--stress N` runs N
+//!   with fresh data and poisoned before the trial (or its round) and
+//!   checked element by element, on the GPU, after it ([`time_rotating`],
+//!   [`allreduce`]); `--stress N` runs N
 //!   operations back to back with the ranks skewed on purpose and checks
 //!   each. Any wrong element makes the run exit 1.
 //!
@@ -284,42 +289,99 @@ pub fn time_trials(
 /// thread mode's condition variable), and that skew would be timed as the
 /// first operation's wait for its peers; a collective lines the GPUs up
 /// instead.
+///
+/// [`time_rotating`] with as many regions as a trial has operations; it
+/// needs `iters + 1` regions at every size.
 pub fn time_checked(
     ctx: &RankContext,
     stream: &Arc<CudaStream>,
     args: &SweepArgs,
     mut prepare: impl FnMut() -> Result<()>,
-    mut launch: impl FnMut(usize) -> Result<()>,
+    launch: impl FnMut(usize) -> Result<()>,
     mut check: impl FnMut() -> Result<u64>,
 ) -> Result<(f64, u64)> {
+    let regions = args.iters as usize + 1;
+    time_rotating(
+        ctx,
+        stream,
+        args,
+        regions,
+        |_| prepare(),
+        launch,
+        |_| check(),
+    )
+}
+
+/// [`time_checked`] over `regions` regions (at least 2) instead of one per
+/// operation, so that the buffers need not hold `iters + 1` copies of the
+/// largest size (see [`allreduce::regions`]) while every timed operation is
+/// still checked before another writes over its region.
+///
+/// A trial's `iters` timed operations run in rounds of at most
+/// `regions - 1`: each round is `prepare(n)` (fresh data in the first `n`
+/// regions), a host barrier, the untimed `launch(0)`, the start event,
+/// `launch(1)` to `launch(n - 1)`, the end event, and `check(n)`, which
+/// checks the first `n` regions. The trial's time is the sum of its rounds'
+/// event times over `iters`. With `regions = iters + 1` a trial is one round,
+/// exactly as [`time_checked`] runs it; with fewer, each round adds one
+/// untimed operation, a preparation and a check, at sizes whose operations
+/// are long enough (4 times L2 over at most `regions - 1` of them) that
+/// their launch gaps are small against them.
+///
+/// The warm-up's operations are `launch(i % regions)` after `prepare(regions)`.
+pub fn time_rotating(
+    ctx: &RankContext,
+    stream: &Arc<CudaStream>,
+    args: &SweepArgs,
+    regions: usize,
+    mut prepare: impl FnMut(usize) -> Result<()>,
+    mut launch: impl FnMut(usize) -> Result<()>,
+    mut check: impl FnMut(usize) -> Result<u64>,
+) -> Result<(f64, u64)> {
+    ensure!(
+        regions >= 2,
+        "a trial needs 2 regions at least (the untimed operation and a timed one), not {regions}"
+    );
     let timed = Some(cu_sys::CUevent_flags::CU_EVENT_DEFAULT);
-    let operations = args.iters as usize + 1;
-    prepare()?;
+    let iters = args.iters as usize;
+    prepare(regions)?;
     // Every rank has prepared before any launches: ranks that share a GPU in
     // thread mode share one CUDA context, and a preparation that waits for
     // the context (cuCtxSynchronize, or any CUDA call that happens to) would
     // wait for a peer's kernel that waits for this rank's.
     ctx.barrier()?;
     for i in 0..args.warmup as usize {
-        launch(i % operations)?;
+        launch(i % regions)?;
     }
     stream.synchronize().context("warm-up")?;
     let mut trials = Vec::with_capacity(args.trials as usize);
     let mut wrong = 0;
     for _ in 0..args.trials {
-        prepare()?;
-        ctx.barrier()?;
-        launch(0)?;
-        let start = stream.record_event(timed).context("cuEventRecord")?;
-        for i in 1..operations {
-            launch(i)?;
+        let (mut ms, mut done) = (0f64, 0);
+        for round in rounds(iters, regions) {
+            prepare(round + 1)?;
+            ctx.barrier()?;
+            launch(0)?;
+            let start = stream.record_event(timed).context("cuEventRecord")?;
+            for i in 1..=round {
+                launch(i)?;
+            }
+            let end = stream.record_event(timed).context("cuEventRecord")?;
+            ms += f64::from(start.elapsed_ms(&end).context("cuEventElapsedTime")?);
+            wrong += check(round + 1)?;
+            done += round;
         }
-        let end = stream.record_event(timed).context("cuEventRecord")?;
-        let ms = start.elapsed_ms(&end).context("cuEventElapsedTime")?;
-        trials.push(f64::from(ms) * 1e-3 / f64::from(args.iters));
-        wrong += check()?;
+        debug_assert_eq!(done, iters);
+        trials.push(ms * 1e-3 / iters as f64);
     }
     Ok((median(&mut trials), wrong))
+}
+
+/// The timed operations of each round of a trial of `iters` operations over
+/// `regions` regions: `regions - 1` each, the last round what is left.
+pub fn rounds(iters: usize, regions: usize) -> impl Iterator<Item = usize> {
+    let per_round = regions.saturating_sub(1).max(1);
+    (0..iters.div_ceil(per_round)).map(move |k| per_round.min(iters - k * per_round))
 }
 
 /// The registration modes to time, as nccl-tests' `-R` (flattened into a
@@ -387,7 +449,7 @@ pub fn check_free_memory(ctx: &RankContext, needed: usize) -> Result<()> {
                 "the sweep needs {needed} bytes of buffers on GPU {}, and {free} are free",
                 ctx.device()
             ),
-            "use a smaller --max-bytes, or fewer --iters (every timed operation has a region of its own)",
+            "use a smaller --max-bytes (each buffer holds up to 4 times the largest size, to rotate past L2)",
         )
         .into())
     } else {

@@ -26,8 +26,10 @@
 
 use std::process::ExitCode;
 
-use anyhow::{Context, Result};
-use bench::allreduce::{self, buffer_bytes, nccl_allreduce, Buffers, StressArgs, Sweep};
+use anyhow::{ensure, Context, Result};
+use bench::allreduce::{
+    self, l2_bytes, nccl_allreduce, rotation_bytes, Buffers, StressArgs, Sweep,
+};
 use bench::{registration_about, with_registration, Placement, RegistrationArgs, SweepArgs};
 use common::setup;
 use common::{Lesson, NcclVersion, Needs, RankContext};
@@ -59,12 +61,13 @@ fn main() -> ExitCode {
 
 fn bench(ctx: &RankContext, args: &Args) -> Result<()> {
     let sizes = ctx.all_ok(args.sweep.sizes(4).map_err(Into::into))?;
-    let largest = *sizes.last().context("no size in the sweep")?;
+    ensure!(!sizes.is_empty(), "no size in the sweep");
 
     let gpu = CudaContext::new(ctx.device()).context("bind the GPU")?;
     let stream = gpu.new_stream().context("create a stream")?;
     let comm = setup::communicator(ctx).context("create the communicator")?;
-    let buffer_bytes = buffer_bytes(&args.sweep, &args.stress, largest);
+    // Enough regions to rotate past L2, within 4 times the largest size.
+    let buffer_bytes = rotation_bytes(&args.sweep, &args.stress, &sizes, l2_bytes(&stream)?);
     bench::check_free_memory(ctx, 2 * buffer_bytes)?;
     let send = setup::buffer(buffer_bytes).context("allocate the send buffer")?;
     let recv = setup::buffer(buffer_bytes).context("allocate the receive buffer")?;

@@ -53,7 +53,9 @@
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
-use bench::allreduce::{self, buffer_bytes, nccl_allreduce, Buffers, StressArgs, Sweep};
+use bench::allreduce::{
+    self, l2_bytes, nccl_allreduce, rotation_bytes, Buffers, StressArgs, Sweep,
+};
 use bench::{Placement, SweepArgs};
 use benchmarks::grid;
 use benchmarks::lsa::{build, build_chosen, choose_route, prims_cubin, CACHE_NAME};
@@ -349,8 +351,8 @@ fn bench(ctx: &RankContext, args: &Args) -> Result<()> {
     let shim = built.dev_comm_maker()?;
     let comm = setup::communicator(ctx).context("create the communicator")?;
 
-    let window_bytes =
-        buffer_bytes(&args.sweep, &args.stress, largest) + args.send_offset.max(args.recv_offset);
+    let window_bytes = rotation_bytes(&args.sweep, &args.stress, &sizes, l2_bytes(&stream)?)
+        + args.send_offset.max(args.recv_offset);
     bench::check_free_memory(ctx, 2 * window_bytes)?;
     let send = setup::buffer(window_bytes).context("allocate the send buffer")?;
     let recv = setup::buffer(window_bytes).context("allocate the receive buffer")?;
