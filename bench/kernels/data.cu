@@ -61,6 +61,38 @@ extern "C" __global__ void check_sum(const float* data, unsigned long long count
   if (wrong) atomicAdd(&result[0], wrong);
 }
 
+// data[i] = first + step * i for i < count: lesson 03's exchange elements
+// (a block of Element values is first = Element(source, dest, 0), step 1),
+// or, with step 0, one word everywhere (the "untouched" mark).
+extern "C" __global__ void fill_sequence(unsigned long long* data, unsigned long long count,
+                                         unsigned long long first, unsigned long long step) {
+  unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;
+  for (unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
+       i < count; i += stride) {
+    data[i] = first + step * i;
+  }
+}
+
+// Adds to result[0] the number of i < count with data[i] != first + step * i,
+// and keeps the smallest such i, plus `base`, in result[1]: several calls
+// (one per block of an exchange, `base` the block's start) add into one
+// result, which the caller sets to {0, ~0} before the first.
+extern "C" __global__ void check_sequence(const unsigned long long* data,
+                                          unsigned long long count, unsigned long long first,
+                                          unsigned long long step, unsigned long long base,
+                                          unsigned long long* result) {
+  unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;
+  unsigned long long wrong = 0;
+  for (unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
+       i < count; i += stride) {
+    if (data[i] != first + step * i) {
+      ++wrong;
+      atomicMin(&result[1], base + i);
+    }
+  }
+  if (wrong) atomicAdd(&result[0], wrong);
+}
+
 // Keeps one thread busy for `nanoseconds` of the GPU's global timer: the
 // stress mode launches it before an operation on some ranks, so that the
 // ranks reach each operation at different times.

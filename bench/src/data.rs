@@ -1,5 +1,6 @@
-//! The AllReduce benchmarks' data, written and checked on the GPU by the
-//! kernels of `kernels/data.cu`.
+//! The benchmarks' data, written and checked on the GPU by the kernels of
+//! `kernels/data.cu`: the AllReduce benchmarks' seeded values, and lesson
+//! 03's exchange elements (sequences of 64-bit words).
 //!
 //! Every timed operation has its own input and output region, and every
 //! region is checked (see [`crate::allreduce`]). At 512 MB a trial of 20
@@ -31,13 +32,15 @@ const THREADS: u32 = 256;
 /// a tiny region is not spread over idle blocks.
 const MAX_BLOCKS: u64 = 4096;
 
-/// The module of `data.ptx` and its three kernels, loaded into the current
+/// The module of `data.ptx` and its kernels, loaded into the current
 /// context, with the two words the check writes its result into.
 pub struct DataKernels {
     module: cu_sys::CUmodule,
     fill: cu_sys::CUfunction,
     check: cu_sys::CUfunction,
     spin: cu_sys::CUfunction,
+    fill_sequence: cu_sys::CUfunction,
+    check_sequence: cu_sys::CUfunction,
     /// `[wrong elements, smallest wrong index]` on the device.
     result: cu_sys::CUdeviceptr,
 }
@@ -71,12 +74,16 @@ impl DataKernels {
             function("check_sum")?,
             function("spin")?,
         );
+        let (fill_sequence, check_sequence) =
+            (function("fill_sequence")?, function("check_sequence")?);
         let result = unsafe { cu::malloc_sync(16) }.context("cuMemAlloc (the check's result)")?;
         Ok(Self {
             module,
             fill,
             check,
             spin,
+            fill_sequence,
+            check_sequence,
             result,
         })
     }
@@ -132,6 +139,65 @@ impl DataKernels {
         // SAFETY: `at` holds `count` floats; the arguments match check_sum's
         // (const float*, u64, u64, u32, u64*).
         unsafe { launch.launch(grid(count_words)) }.context("check_sum")?;
+        let mut found = [0u64; 2];
+        // SAFETY: we wait for the stream before reading `found`.
+        unsafe { cu::memcpy_dtoh_async(&mut found[..], self.result, stream.cu_stream()) }
+            .context("cuMemcpyDtoHAsync (the check's result)")?;
+        stream.synchronize().context("wait for the check")?;
+        Ok(Checked {
+            wrong: found[0],
+            first: (found[0] > 0).then_some(found[1]),
+        })
+    }
+
+    /// Writes `first + step × i` (wrapping) for `i < count` 64-bit words at
+    /// device address `at`, in stream order.
+    pub fn fill_sequence(
+        &self,
+        at: u64,
+        count: usize,
+        (first, step): (u64, u64),
+        stream: &CudaStream,
+    ) -> Result<()> {
+        let count = count as u64;
+        let mut launch = launch_builder(stream, self.fill_sequence);
+        launch.arg(&at).arg(&count).arg(&first).arg(&step);
+        // SAFETY: `at` holds `count` words (the caller's region); the
+        // arguments match fill_sequence's (u64*, u64, u64, u64).
+        unsafe { launch.launch(grid(count)) }.context("fill_sequence")
+    }
+
+    /// Counts the 64-bit words that differ from their sequence, over every
+    /// part `(at, count, (first, step))`, in stream order, and waits for the
+    /// answer. [`Checked::first`] numbers the words of all the parts one
+    /// after the other, in the order given.
+    pub fn check_sequences(
+        &self,
+        parts: &[(u64, usize, (u64, u64))],
+        stream: &CudaStream,
+    ) -> Result<Checked> {
+        let start = [0u64, u64::MAX];
+        // SAFETY: `result` holds two words; `start` is read before the call returns.
+        unsafe { cu::memcpy_htod_async(self.result, &start[..], stream.cu_stream()) }
+            .context("cuMemcpyHtoDAsync (reset the check)")?;
+        let mut base = 0u64;
+        for &(at, count, (first, step)) in parts {
+            let count = count as u64;
+            if count > 0 {
+                let mut launch = launch_builder(stream, self.check_sequence);
+                launch
+                    .arg(&at)
+                    .arg(&count)
+                    .arg(&first)
+                    .arg(&step)
+                    .arg(&base)
+                    .arg(&self.result);
+                // SAFETY: `at` holds `count` words; the arguments match
+                // check_sequence's (const u64*, u64, u64, u64, u64, u64*).
+                unsafe { launch.launch(grid(count)) }.context("check_sequence")?;
+            }
+            base += count;
+        }
         let mut found = [0u64; 2];
         // SAFETY: we wait for the stream before reading `found`.
         unsafe { cu::memcpy_dtoh_async(&mut found[..], self.result, stream.cu_stream()) }
@@ -207,7 +273,13 @@ mod tests {
             "regenerate with make-ptx (NVRTC 12.3)"
         );
         assert!(PTX.contains("\n.target sm_70\n"));
-        for kernel in ["fill_input", "check_sum", "spin"] {
+        for kernel in [
+            "fill_input",
+            "check_sum",
+            "spin",
+            "fill_sequence",
+            "check_sequence",
+        ] {
             assert!(
                 PTX.contains(&format!(".entry {kernel}(")),
                 "{kernel} is in data.ptx"
