@@ -15,12 +15,11 @@ pub mod launch;
 pub mod reference;
 pub mod triton;
 
-use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::LazyLock;
 
 use common::{CannotRun, RankContext};
-use device_build::route::{self, Program};
-use device_build::{Env, Source};
+use device_build::route::Program;
+use device_build::Source;
 use symm_comm::{codes, nvshmem};
 
 /// The device library (`symm_comm.cuh`, from the `symm_comm` crate)
@@ -72,15 +71,6 @@ impl Backend {
             Backend::Nvshmem => "nvshmem",
         }
     }
-}
-
-/// Which fused kernel runs the layer tail.
-#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kernel {
-    /// tp_tail_fused, CUDA C++ (kernels/tp_tail.cu).
-    Cuda,
-    /// tp_tail_triton, Triton (triton/tp_tail.py): NCCL backend, NCCL 2.32.3.
-    Triton,
 }
 
 /// The element type of the all-reduced data.
@@ -136,55 +126,6 @@ pub fn nccl_program() -> Program {
     }
 }
 
-/// Which kernels the preflight's tool check ([`build_tool_found`]) looks
-/// for tools for: bit [`CUDA_KERNELS`] (nvcc or NVRTC), bit
-/// [`TRITON_KERNEL`] (Python with Triton). The option checks set it
-/// ([`check_kernel`], [`build_tools_for`]); `common::run_checked` runs them
-/// before the preflight, whose tool check takes no options.
-static TOOLS_FOR: AtomicU8 = AtomicU8::new(CUDA_KERNELS);
-/// The CUDA kernels: built by nvcc or by NVRTC and nvJitLink.
-pub const CUDA_KERNELS: u8 = 1;
-/// The Triton kernel: compiled by Triton's compiler, nothing from CUDA's
-/// toolkit (NCCL's device library comes as bitcode).
-pub const TRITON_KERNEL: u8 = 2;
-
-/// Says which kernels this run builds (bits [`CUDA_KERNELS`] and
-/// [`TRITON_KERNEL`]), for [`build_tool_found`]. Call it from the option
-/// check, before the preflight.
-pub fn build_tools_for(kernels: u8) {
-    TOOLS_FOR.store(kernels, Ordering::Relaxed);
-}
-
-/// The preflight's tool check (`Lesson::tool`), for the kernels the options
-/// chose ([`build_tools_for`]): nvcc or NVRTC for the CUDA kernels, a
-/// Python with Triton 3.6+ for the Triton kernel.
-pub fn build_tool_found() -> Result<(), CannotRun> {
-    let kernels = TOOLS_FOR.load(Ordering::Relaxed);
-    let mut problems = Vec::new();
-    if kernels & CUDA_KERNELS != 0 {
-        problems.extend(route::some_route_found(&Env::from_process()).err());
-    }
-    if kernels & TRITON_KERNEL != 0 {
-        problems.extend(triton::find_python_for_this_process().err());
-    }
-    match problems.len() {
-        0 => Ok(()),
-        1 => Err(problems.remove(0)),
-        _ => Err(CannotRun::new(
-            problems
-                .iter()
-                .map(|p| p.reason.as_str())
-                .collect::<Vec<_>>()
-                .join("\n  and "),
-            problems
-                .iter()
-                .map(|p| p.fix.as_str())
-                .collect::<Vec<_>>()
-                .join("\n"),
-        )),
-    }
-}
-
 /// The options checked before any rank starts (`common::run_checked`), on
 /// any machine: the NVSHMEM backend needs one process per GPU, and its
 /// library must be found. Names its bootstrap plugin by its full, checked
@@ -195,8 +136,8 @@ pub fn check_backend(backend: Backend, launch_mode: &str) -> Result<(), CannotRu
     }
     if launch_mode == "threads" {
         return Err(CannotRun::new(
-            "--backend nvshmem needs one process per GPU: NVSHMEM cannot host several PEs in one process, and this build runs ranks as threads",
-            "build with MPI and start one process per GPU:\n  cargo build --release --features mpi\n  mpirun -np 2 target/release/06_symm_primitive --backend nvshmem",
+            "the NVSHMEM backend needs one process per GPU: NVSHMEM cannot host several PEs in one process, and this build runs ranks as threads",
+            "build with MPI and start one process per GPU:\n  cargo build --release --features mpi\n  mpirun -np 2 target/release/06c_symm_nvshmem",
         ));
     }
     let found = nvshmem::find(&nvshmem::Search::from_process())?;
@@ -217,29 +158,25 @@ pub fn check_backend(backend: Backend, launch_mode: &str) -> Result<(), CannotRu
 
 pub use nvshmem::BOOTSTRAP_PLUGIN_VARIABLE;
 
-/// `--kernel triton` runs on the NCCL backend only: its library is built
-/// against NCCL's device bitcode, not NVSHMEM's. It needs a Python with
-/// Triton, and `TRITON_PYTHON`, when set, must name one; it needs no nvcc
-/// or NVRTC, so the preflight then looks for Python and Triton instead
-/// ([`build_tools_for`]).
-pub fn check_kernel(kernel: Kernel, backend: Backend) -> Result<(), CannotRun> {
-    if kernel == Kernel::Triton && backend != Backend::Nccl {
-        return Err(CannotRun::new(
-            "--kernel triton links the library with NCCL's libnccl_device.bc: it runs on --backend nccl only",
-            "leave out --backend nvshmem, or run the CUDA kernel (--kernel cuda) on NVSHMEM",
-        ));
+/// Step 1's check, on every rank: the library needs compute capability 7.0
+/// or newer and covers at most [`codes::MAX_RANKS`] ranks.
+pub fn check_gpu(major: i32, minor: i32, device: usize, ranks: usize) -> Result<(), CannotRun> {
+    if major < 7 {
+        Err(CannotRun::new(
+            format!("GPU {device} has compute capability {major}.{minor}; the library needs 7.0 (Volta) or newer"),
+            "run on a Volta or newer GPU",
+        ))
+    } else if ranks > codes::MAX_RANKS {
+        Err(CannotRun::new(
+            format!(
+                "{ranks} ranks: symm_all_reduce covers at most {} (one node)",
+                codes::MAX_RANKS
+            ),
+            "run with 8 ranks or fewer",
+        ))
+    } else {
+        Ok(())
     }
-    if kernel == Kernel::Triton {
-        triton::check_named_python(
-            std::env::var_os("TRITON_PYTHON").as_ref(),
-            std::env::var_os("PATH").as_ref(),
-        )?;
-    }
-    build_tools_for(match kernel {
-        Kernel::Cuda => CUDA_KERNELS,
-        Kernel::Triton => TRITON_KERNEL,
-    });
-    Ok(())
 }
 
 /// The grid every rank launches: one block per multiprocessor of the

@@ -261,7 +261,7 @@ pub fn find_python(candidates: &[PathBuf]) -> Result<Python, CannotRun> {
     }
     Err(CannotRun::new(
         format!(
-            "--kernel triton needs Python with Triton to compile the kernel; tried {}",
+            "the Triton kernel needs Python with Triton to compile it; tried {}",
             tried.join(", ")
         ),
         "pip install 'triton>=3.6' (no GPU needed to compile), or set TRITON_PYTHON to a Python that has it",
@@ -300,7 +300,7 @@ pub fn check_named_python(
         Some(_) => Ok(()),
         None => Err(CannotRun::new(
             format!(
-                "TRITON_PYTHON={} names no program{}: --kernel triton runs the Python it names to compile the kernel",
+                "TRITON_PYTHON={} names no program{}: the Triton kernel is compiled by the Python it names",
                 Path::new(named).display(),
                 if Path::new(named).components().count() == 1 {
                     " on PATH"
@@ -520,7 +520,7 @@ pub fn check_gpu(major: i32, minor: i32) -> Result<(), CannotRun> {
             format!(
                 "this GPU has compute capability {major}.{minor}; the Triton kernel links NCCL 2.32.3's libnccl_device.bc, which is built for sm_90 (Hopper) and newer"
             ),
-            "run --kernel triton on a Hopper or newer GPU, or the CUDA kernel (--kernel cuda) here",
+            "run 06b_symm_triton on a Hopper or newer GPU, or the CUDA kernel (06_symm_primitive) here",
         ));
     }
     Ok(())
@@ -836,7 +836,7 @@ mod tests {
             "{}",
             err.reason
         );
-        assert!(err.fix.contains("--kernel cuda"), "{}", err.fix);
+        assert!(err.fix.contains("06_symm_primitive"), "{}", err.fix);
         assert!(check_gpu(9, 0).is_ok() && check_gpu(10, 0).is_ok());
     }
 

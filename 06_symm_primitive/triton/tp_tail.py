@@ -13,7 +13,7 @@ linking symm_comm_nccl.bc and NCCL's libnccl_device.bc, without a GPU:
 
 and writes DIR/tp_tail_triton.cubin, .ptx and .json (the kernel's name, its
 warps, its shared memory, its parameters). The lesson's Rust host
-(`06_symm_primitive --kernel triton`) runs this script, then loads the cubin
+(`06b_symm_triton`) runs this script, then loads the cubin
 and launches it cooperatively with the context it made.
 """
 

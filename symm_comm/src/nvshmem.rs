@@ -96,7 +96,7 @@ pub fn find(search: &Search) -> Result<Found, CannotRun> {
         )
     };
     Err(CannotRun::new(
-        format!("--backend nvshmem: NVSHMEM not found ({looked})"),
+        format!("NVSHMEM not found ({looked})"),
         INSTALL,
     ))
 }
@@ -183,7 +183,7 @@ fn resolve_plugin(
         });
         return Err(CannotRun::new(
             format!(
-                "--backend nvshmem: NVSHMEM's bootstrap plugin {what} was found nowhere (not on LD_LIBRARY_PATH, not in the loader's directories, not beside {})",
+                "NVSHMEM's bootstrap plugin {what} was found nowhere (not on LD_LIBRARY_PATH, not in the loader's directories, not beside {})",
                 found.host_library.display()
             ),
             format!(

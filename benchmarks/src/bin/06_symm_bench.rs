@@ -48,6 +48,7 @@
 //! ```
 
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 
 use anyhow::{ensure, Context, Result};
@@ -78,6 +79,56 @@ use symm_primitive::{
     triton, Backend, Dtype, ALL_REDUCE_KERNEL, CACHE_NAME, COMPUTE_KERNEL, EPILOGUE_KERNEL,
     FUSED_KERNEL, THREADS,
 };
+
+/// Which kernels the preflight's tool check ([`build_tool_found`]) looks
+/// for tools for: bit [`CUDA_KERNELS`] (nvcc or NVRTC), bit
+/// [`TRITON_KERNEL`] (Python with Triton). The option check sets it
+/// (`Args::before_threads`, through [`build_tools_for`]);
+/// `common::run_checked` runs it before the preflight, whose tool check
+/// takes no options.
+static TOOLS_FOR: AtomicU8 = AtomicU8::new(CUDA_KERNELS);
+/// The CUDA kernels: built by nvcc or by NVRTC and nvJitLink.
+const CUDA_KERNELS: u8 = 1;
+/// The Triton kernel: compiled by Triton's compiler, nothing from CUDA's
+/// toolkit (NCCL's device library comes as bitcode).
+const TRITON_KERNEL: u8 = 2;
+
+/// Says which kernels this run builds (bits [`CUDA_KERNELS`] and
+/// [`TRITON_KERNEL`]), for [`build_tool_found`]. Call it from the option
+/// check, before the preflight.
+fn build_tools_for(kernels: u8) {
+    TOOLS_FOR.store(kernels, Ordering::Relaxed);
+}
+
+/// The preflight's tool check (`Lesson::tool`), for the kernels the options
+/// chose ([`build_tools_for`]): nvcc or NVRTC for the CUDA kernels, a
+/// Python with Triton 3.6+ for the Triton kernel.
+fn build_tool_found() -> Result<(), CannotRun> {
+    let kernels = TOOLS_FOR.load(Ordering::Relaxed);
+    let mut problems = Vec::new();
+    if kernels & CUDA_KERNELS != 0 {
+        problems.extend(device_build::route::some_route_found(&Env::from_process()).err());
+    }
+    if kernels & TRITON_KERNEL != 0 {
+        problems.extend(symm_primitive::triton::find_python_for_this_process().err());
+    }
+    match problems.len() {
+        0 => Ok(()),
+        1 => Err(problems.remove(0)),
+        _ => Err(CannotRun::new(
+            problems
+                .iter()
+                .map(|p| p.reason.as_str())
+                .collect::<Vec<_>>()
+                .join("\n  and "),
+            problems
+                .iter()
+                .map(|p| p.fix.as_str())
+                .collect::<Vec<_>>()
+                .join("\n"),
+        )),
+    }
+}
 
 #[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
 enum Contender {
@@ -212,8 +263,7 @@ impl Args {
     /// undefined behaviour (unsafe from edition 2024); in the rank's body
     /// the CUDA driver and MPI already run threads of their own.
     fn before_threads(&self) {
-        use symm_primitive::{CUDA_KERNELS, TRITON_KERNEL};
-        symm_primitive::build_tools_for(if self.contenders.contains(&Contender::Triton) {
+        build_tools_for(if self.contenders.contains(&Contender::Triton) {
             CUDA_KERNELS | TRITON_KERNEL
         } else {
             CUDA_KERNELS
@@ -247,7 +297,7 @@ const BENCH: Lesson = Lesson {
         min: NcclVersion::new(2, 28, 0),
         feature: "the device API (nccl_device.h)",
     },
-    tool: Some(symm_primitive::build_tool_found),
+    tool: Some(build_tool_found),
 };
 
 fn main() -> ExitCode {

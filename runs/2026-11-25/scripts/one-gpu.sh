@@ -94,13 +94,13 @@ lessons)
     run 06-cuda-f32-nvcc-n$n 300 "${R[@]}" $B/06_symm_primitive --build nvcc
     run 06-cuda-bf16-nvcc-n$n 120 "${R[@]}" $B/06_symm_primitive --build nvcc --dtype bf16
     run 06-cuda-f32-jit-n$n 300 "${R[@]}" $B/06_symm_primitive --build jit
-    run 06-triton-f32-n$n 300 "${R[@]}" $B/06_symm_primitive --kernel triton
+    run 06-triton-f32-n$n 300 "${R[@]}" $B/06b_symm_triton
   done
   # 3. Which kernel NCCL ran for lesson 02 (its symmetric kernel?); Triton in bfloat16.
   for n in ${RANKS:-2 3 4 8}; do
     case $n in 2|8) ;; *) continue ;; esac
     run 02-nccl-log-n$n 120 "${E32[@]}" NTHREADS=$n "${SHARE[@]}" NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,TUNING $B/02_allreduce_sm
-    run 06-triton-bf16-n$n 120 "${E32[@]}" NTHREADS=$n "${SHARE[@]}" $B/06_symm_primitive --kernel triton --dtype bf16
+    run 06-triton-bf16-n$n 120 "${E32[@]}" NTHREADS=$n "${SHARE[@]}" $B/06b_symm_triton --dtype bf16
   done
   finish
   ;;
@@ -146,11 +146,11 @@ final)
   run 06-cuda-f32-n4 120 "${R[@]}" $B/06_symm_primitive --build nvcc
   run 06-cuda-bf16-n4 120 "${R[@]}" $B/06_symm_primitive --build nvcc --dtype bf16
   run 06-jit-f32-n4 120 "${R[@]}" $B/06_symm_primitive --build jit
-  run 06-triton-f32-n4 120 "${R[@]}" $B/06_symm_primitive --kernel triton
+  run 06-triton-f32-n4 120 "${R[@]}" $B/06b_symm_triton
   run 06-bad-input-n4 120 "${R[@]}" $B/06_symm_bench --build nvcc --bad-input
   R=("${E32[@]}" NTHREADS=8 "${SHARE[@]}")
   run 06-cuda-f32-n8 120 "${R[@]}" $B/06_symm_primitive --build nvcc
-  run 06-triton-f32-n8 120 "${R[@]}" $B/06_symm_primitive --kernel triton
+  run 06-triton-f32-n8 120 "${R[@]}" $B/06b_symm_triton
   finish
   ;;
 suite)
@@ -186,8 +186,8 @@ mpi)
     run mpi-05-simple 300 "${E32[@]}" "${SHARE[@]}" "${MPI[@]}" $M/05_device_lsa --build nvcc
     run mpi-05-fast-jit 300 "${E32[@]}" "${SHARE[@]}" "${MPI[@]}" $M/05b_lsa_fast --build jit
     run mpi-06-cuda 300 "${E32[@]}" "${SHARE[@]}" "${MPI[@]}" $M/06_symm_primitive --build nvcc
-    run mpi-06-triton 300 "${E32[@]}" "${SHARE[@]}" "${MPI[@]}" $M/06_symm_primitive --kernel triton
-    run mpi-06-nvshmem 300 "${E32[@]}" NVSHMEM_HOME=$NV "${SHARE[@]}" "${MPI[@]}" $M/06_symm_primitive --backend nvshmem
+    run mpi-06-triton 300 "${E32[@]}" "${SHARE[@]}" "${MPI[@]}" $M/06b_symm_triton
+    run mpi-06-nvshmem 300 "${E32[@]}" NVSHMEM_HOME=$NV "${SHARE[@]}" "${MPI[@]}" $M/06c_symm_nvshmem
     run mpi-emulated-01 120 "${E32[@]}" "${SHARE[@]}" "${MPI[@]}" tools/emulate-nodes $M/01_allreduce_ub
     run mpi-emulated-02 120 "${E32[@]}" "${SHARE[@]}" "${MPI[@]}" tools/emulate-nodes $M/02_allreduce_sm
     run mpi-emulated-05 120 "${E32[@]}" "${SHARE[@]}" "${MPI[@]}" tools/emulate-nodes $M/05_device_lsa --build nvcc

@@ -1,5 +1,5 @@
-//! The Triton kernel's start-up check, on any machine: it follows
-//! `--kernel triton` (a Python with Triton, not nvcc or NVRTC), names
+//! The Triton lesson's start-up check, on any machine: it asks for a
+//! Python with Triton (not nvcc or NVRTC), names
 //! `TRITON_PYTHON` when that names nothing, and looking for Triton runs
 //! nothing from the directory the lesson was started in.
 
@@ -9,19 +9,18 @@ use testkit::{run_with_timeout, LessonUnderTest};
 
 fn lesson() -> LessonUnderTest {
     LessonUnderTest::new(
-        "06_symm_primitive",
-        env!("CARGO_BIN_EXE_06_symm_primitive"),
+        "06b_symm_triton",
+        env!("CARGO_BIN_EXE_06b_symm_triton"),
         env!("CARGO_MANIFEST_DIR"),
     )
 }
 
-/// `TRITON_PYTHON` naming no program is reported as such with `--kernel
-/// triton`, before any rank starts, on any machine.
+/// `TRITON_PYTHON` naming no program is reported as such, before any rank
+/// starts, on any machine.
 #[test]
 fn triton_python_naming_nothing_exits_2_and_names_the_variable() {
     let mut cmd = std::process::Command::new(&lesson().binary);
-    cmd.args(["--kernel", "triton"])
-        .env("NTHREADS", "1")
+    cmd.env("NTHREADS", "1")
         .env("TRITON_PYTHON", "/nonexistent/python");
     let out = run_with_timeout(&mut cmd, Duration::from_secs(60));
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -34,22 +33,21 @@ fn triton_python_naming_nothing_exits_2_and_names_the_variable() {
     assert!(!stderr.contains("panicked"), "{stderr}");
 }
 
-/// `--kernel triton` is compiled by Triton, not by nvcc or NVRTC: the
+/// The Triton kernel is compiled by Triton, not by nvcc or NVRTC: the
 /// start-up check asks for a Python with Triton (here one without it,
 /// `/bin/false`), and not for CUDA's compilers. Without a GPU as well, so
 /// that the run ends at the check everywhere.
 #[test]
 fn the_triton_kernel_s_start_up_check_asks_for_triton_not_nvcc() {
     let mut cmd = std::process::Command::new(&lesson().binary);
-    cmd.args(["--kernel", "triton"])
-        .env("NTHREADS", "1")
+    cmd.env("NTHREADS", "1")
         .env("CUDA_VISIBLE_DEVICES", "")
         .env("TRITON_PYTHON", "/bin/false");
     let out = run_with_timeout(&mut cmd, Duration::from_secs(60));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(
-        stderr.contains("--kernel triton needs Python with Triton"),
+        stderr.contains("the Triton kernel needs Python with Triton"),
         "{stderr}"
     );
     assert!(stderr.contains("TRITON_PYTHON=/bin/false"), "{stderr}");
@@ -74,8 +72,7 @@ fn the_triton_kernel_does_not_run_a_triton_py_from_the_working_directory() {
     )
     .unwrap();
     let mut cmd = std::process::Command::new(&lesson().binary);
-    cmd.args(["--kernel", "triton"])
-        .current_dir(planted.path())
+    cmd.current_dir(planted.path())
         .env("NTHREADS", "1")
         .env("CUDA_VISIBLE_DEVICES", "")
         .env_remove("TRITON_PYTHON")
