@@ -635,6 +635,44 @@ mod tests {
         assert_eq!(std::fs::read_to_string(&old).unwrap(), "kept");
     }
 
+    /// A path under a file, and one in a directory that cannot be written:
+    /// each refused with the option, the path and why, before any sweep.
+    #[test]
+    fn output_paths_that_cannot_be_created_are_refused_with_the_reason() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("a-file");
+        std::fs::write(&file, "").unwrap();
+        let under_a_file = file.join("x.svg");
+        let err = check_writable("--svg", &under_a_file).unwrap_err();
+        assert!(
+            err.reason.starts_with(&format!(
+                "--svg {}: cannot be written (",
+                under_a_file.display()
+            )),
+            "{}",
+            err.reason
+        );
+        assert!(err.fix.contains("directory that exists"), "{}", err.fix);
+
+        // Permissions do not stop root; a read-only directory does stop others.
+        let locked = dir.path().join("locked");
+        std::fs::create_dir(&locked).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o555)).unwrap();
+        let inside = locked.join("x.json");
+        let writable_anyway = std::fs::write(locked.join("probe"), "").is_ok();
+        let result = check_writable("--json", &inside);
+        if writable_anyway {
+            std::fs::remove_file(locked.join("probe")).unwrap();
+            assert!(result.is_ok());
+            assert!(!inside.exists(), "the check leaves nothing behind");
+        } else {
+            let err = result.unwrap_err();
+            assert!(err.reason.contains("cannot be written"), "{}", err.reason);
+        }
+        std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+
     #[test]
     fn size_labels() {
         assert_eq!(size_label(1024), "1K");

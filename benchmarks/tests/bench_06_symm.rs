@@ -87,3 +87,33 @@ fn one_region_without_stress_is_refused() {
         testkit::describe(&out)
     );
 }
+
+/// `--json` and `--svg` are checked before the GPU is looked for, not after
+/// the sweep: a directory that does not exist, and a directory given as
+/// the file.
+#[test]
+fn benchmark_refuses_an_output_path_it_cannot_write_before_the_sweep() {
+    let dir = tempfile::tempdir().unwrap();
+    let svg_dir = dir.path().to_str().unwrap();
+    for (line, named) in [
+        (
+            vec!["--json", "/nonexistent/dir/x.json"],
+            "--json /nonexistent/dir/x.json".to_string(),
+        ),
+        (
+            vec!["--svg", svg_dir],
+            format!("--svg {svg_dir}: is a directory"),
+        ),
+    ] {
+        let started = std::time::Instant::now();
+        let out = bench().run(1, &line, std::time::Duration::from_secs(30));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{}", testkit::describe(&out));
+        assert!(stderr.contains(&named), "{stderr}");
+        assert!(!stderr.contains("panicked"), "{stderr}");
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(10),
+            "{stderr}"
+        );
+    }
+}
