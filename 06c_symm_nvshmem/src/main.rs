@@ -25,13 +25,12 @@
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
-use common::{Lesson, NcclVersion, Needs, RankContext};
+use common::{kernel, Lesson, NcclVersion, Needs, RankContext};
 use cudarc::driver::{sys as cu_sys, CudaContext};
 use device_build::cache;
 use device_build::{program, Env, Module};
 use symm_comm::context::{bytes_of, DeviceBytes, NvshmemSymmContext, SymmContext, BACKEND_NVSHMEM};
 use symm_comm::{codes, nvshmem};
-use symm_primitive::launch::{self, LayerArgs};
 use symm_primitive::reference::{self, Layer};
 use symm_primitive::{Backend, Dtype, CACHE_NAME, FUSED_KERNEL, THREADS};
 
@@ -166,7 +165,7 @@ fn symm_nvshmem_lesson(ctx: &RankContext, args: &Args) -> Result<()> {
     // SAFETY: the module stays loaded until after the guard is dropped (Step 9).
     let module_init =
         unsafe { session.init_module(module.raw()) }.context("Step 4: nvshmemx_cumodule_init")?;
-    let kernel = module.function(FUSED_KERNEL).context("Step 4")?;
+    let fused = module.function(FUSED_KERNEL).context("Step 4")?;
 
     // Step 5: Write the context the kernel reads (SymmContext, then NVSHMEM's fields) into device memory.
     // NOTE: the grid barrier's two words must start zeroed and belong to
@@ -214,24 +213,34 @@ fn symm_nvshmem_lesson(ctx: &RankContext, args: &Args) -> Result<()> {
     if ctx.is_root() {
         eprintln!("note: {FUSED_KERNEL} on {blocks} blocks x {THREADS} threads");
     }
-    let layer_args = LayerArgs {
-        context: context.address(),
-        buffer: buffer.as_ptr() as u64,
-        byte_offset: 0,
-        x: x.address(),
-        w: w.address(),
-        residual: residual.address(),
-        gamma: gamma.address(),
-        out: out.address(),
-        tokens: LAYER.tokens as i32,
-        hidden: LAYER.hidden as i32,
-        k: LAYER.k as i32,
-        eps: LAYER.eps,
-        dtype: dtype.code(),
-        status: status.address(),
-    };
-    // SAFETY: every address is live device memory of the layer's sizes.
-    unsafe { launch::fused(kernel, blocks, THREADS, &stream, layer_args) }
+    // tp_tail_fused(ctx, buffer, byte_offset, x, w, residual, gamma, out,
+    // tokens, hidden, k, eps, dtype, status), each argument by address.
+    let (context_address, buffer_address, byte_offset) =
+        (context.address(), buffer.as_ptr() as u64, 0usize);
+    let layer_inputs = [
+        x.address(),
+        w.address(),
+        residual.address(),
+        gamma.address(),
+        out.address(),
+    ];
+    let shape = [LAYER.tokens as i32, LAYER.hidden as i32, LAYER.k as i32];
+    let (eps, dtype_code, status_address) = (LAYER.eps, dtype.code(), status.address());
+    let mut launch = kernel::launch_builder(&stream, fused);
+    launch
+        .arg(&context_address)
+        .arg(&buffer_address)
+        .arg(&byte_offset);
+    for address in &layer_inputs {
+        launch.arg(address);
+    }
+    for n in &shape {
+        launch.arg(n);
+    }
+    launch.arg(&eps).arg(&dtype_code).arg(&status_address);
+    // SAFETY: the arguments match tp_tail_fused's parameters; every address
+    // is live device memory of the layer's sizes; the module is loaded.
+    unsafe { launch.launch_cooperative(kernel::grid(blocks, THREADS)) }
         .context("Step 7: launch the fused kernel")?;
     stream
         .synchronize()
