@@ -93,6 +93,34 @@ extern "C" __global__ void check_sequence(const unsigned long long* data,
   if (wrong) atomicAdd(&result[0], wrong);
 }
 
+// Adds to result[0] the number of i < count where got[i] (float32, or
+// bfloat16 when `bf16` is not 0) is not within tolerance * max(|want[i]|, 1)
+// of want[i] (float32), and keeps the smallest such i, plus `base`, in
+// result[1]. A NaN is never within. Tolerance 0 asks for the exact value.
+// The same test as bench::data::close on the host (and lesson 06's
+// reference::check_close, which a CPU test compares it with): each output
+// of a timed operation is compared with an expected value the benchmark
+// computed once per size, so that no output has to leave the GPU.
+extern "C" __global__ void check_close(const void* got, const float* want,
+                                       unsigned long long count, unsigned int bf16,
+                                       float tolerance, unsigned long long base,
+                                       unsigned long long* result) {
+  unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;
+  unsigned long long wrong = 0;
+  for (unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
+       i < count; i += stride) {
+    float g = bf16 ? __uint_as_float((unsigned int)((const unsigned short*)got)[i] << 16)
+                   : ((const float*)got)[i];
+    float w = want[i];
+    float bound = tolerance * fmaxf(fabsf(w), 1.0f);
+    if (!(fabsf(g - w) <= bound)) {
+      ++wrong;
+      atomicMin(&result[1], base + i);
+    }
+  }
+  if (wrong) atomicAdd(&result[0], wrong);
+}
+
 // Keeps one thread busy for `nanoseconds` of the GPU's global timer: the
 // stress mode launches it before an operation on some ranks, so that the
 // ranks reach each operation at different times.

@@ -1,6 +1,7 @@
 //! The benchmarks' data, written and checked on the GPU by the kernels of
-//! `kernels/data.cu`: the AllReduce benchmarks' seeded values, and lesson
-//! 03's exchange elements (sequences of 64-bit words).
+//! `kernels/data.cu`: the AllReduce benchmarks' seeded values, lesson 03's
+//! exchange elements (sequences of 64-bit words), and a comparison within a
+//! tolerance with expected values already on the GPU (lesson 06's layer).
 //!
 //! Every timed operation has its own input and output region, and every
 //! region is checked (see [`crate::allreduce`]). At 512 MB a trial of 20
@@ -41,6 +42,7 @@ pub struct DataKernels {
     spin: cu_sys::CUfunction,
     fill_sequence: cu_sys::CUfunction,
     check_sequence: cu_sys::CUfunction,
+    check_close: cu_sys::CUfunction,
     /// `[wrong elements, smallest wrong index]` on the device.
     result: cu_sys::CUdeviceptr,
 }
@@ -74,8 +76,11 @@ impl DataKernels {
             function("check_sum")?,
             function("spin")?,
         );
-        let (fill_sequence, check_sequence) =
-            (function("fill_sequence")?, function("check_sequence")?);
+        let (fill_sequence, check_sequence, check_close) = (
+            function("fill_sequence")?,
+            function("check_sequence")?,
+            function("check_close")?,
+        );
         let result = unsafe { cu::malloc_sync(16) }.context("cuMemAlloc (the check's result)")?;
         Ok(Self {
             module,
@@ -84,6 +89,7 @@ impl DataKernels {
             spin,
             fill_sequence,
             check_sequence,
+            check_close,
             result,
         })
     }
@@ -209,6 +215,54 @@ impl DataKernels {
         })
     }
 
+    /// Counts the elements that are not [`close`] to what is expected, over
+    /// every part `(got, want, count)`: `count` elements at device address
+    /// `got` (float32, or bfloat16 with `bf16`) against as many float32 at
+    /// `want`, within `tolerance` (0: exactly). In stream order; waits for
+    /// the answer. [`Checked::first`] numbers the elements of all the parts
+    /// one after the other, in the order given.
+    pub fn check_close(
+        &self,
+        parts: &[(u64, u64, usize)],
+        bf16: bool,
+        tolerance: f32,
+        stream: &CudaStream,
+    ) -> Result<Checked> {
+        let start = [0u64, u64::MAX];
+        // SAFETY: `result` holds two words; `start` is read before the call returns.
+        unsafe { cu::memcpy_htod_async(self.result, &start[..], stream.cu_stream()) }
+            .context("cuMemcpyHtoDAsync (reset the check)")?;
+        let (bf16, mut base) = (u32::from(bf16), 0u64);
+        for &(got, want, count) in parts {
+            let count = count as u64;
+            if count > 0 {
+                let mut launch = launch_builder(stream, self.check_close);
+                launch
+                    .arg(&got)
+                    .arg(&want)
+                    .arg(&count)
+                    .arg(&bf16)
+                    .arg(&tolerance)
+                    .arg(&base)
+                    .arg(&self.result);
+                // SAFETY: `got` and `want` hold `count` elements; the
+                // arguments match check_close's (const void*, const float*,
+                // u64, u32, float, u64, u64*).
+                unsafe { launch.launch(grid(count)) }.context("check_close")?;
+            }
+            base += count;
+        }
+        let mut found = [0u64; 2];
+        // SAFETY: we wait for the stream before reading `found`.
+        unsafe { cu::memcpy_dtoh_async(&mut found[..], self.result, stream.cu_stream()) }
+            .context("cuMemcpyDtoHAsync (the check's result)")?;
+        stream.synchronize().context("wait for the check")?;
+        Ok(Checked {
+            wrong: found[0],
+            first: (found[0] > 0).then_some(found[1]),
+        })
+    }
+
     /// One thread spins for `nanoseconds` on the GPU's clock, in stream order.
     pub fn spin(&self, nanoseconds: u64, stream: &CudaStream) -> Result<()> {
         let mut launch = launch_builder(stream, self.spin);
@@ -230,6 +284,14 @@ impl Drop for DataKernels {
             }
         }
     }
+}
+
+/// Is `got` within `tolerance × max(|want|, 1)` of `want`? What the
+/// `check_close` kernel asks of every element, in the same float32
+/// operations (a NaN is never close; tolerance 0 asks for the exact value).
+pub fn close(got: f32, want: f32, tolerance: f32) -> bool {
+    let bound = tolerance * want.abs().max(1.0);
+    (got - want).abs() <= bound
 }
 
 /// The grid for `count` elements: one block of `THREADS` threads per
@@ -279,12 +341,24 @@ mod tests {
             "spin",
             "fill_sequence",
             "check_sequence",
+            "check_close",
         ] {
             assert!(
                 PTX.contains(&format!(".entry {kernel}(")),
                 "{kernel} is in data.ptx"
             );
         }
+    }
+
+    #[test]
+    fn close_is_within_a_relative_bound_and_never_nan() {
+        assert!(close(1.0, 1.0, 0.0));
+        assert!(!close(1.0 + f32::EPSILON, 1.0, 0.0), "tolerance 0 is exact");
+        assert!(close(100.0 + 1e-3, 100.0, 1e-5), "relative to |want|");
+        assert!(!close(100.0 + 2e-3, 100.0, 1e-5));
+        assert!(close(1e-6, 0.0, 1e-5), "absolute near zero");
+        assert!(!close(f32::NAN, 1.0, 1.0));
+        assert!(!close(f32::from_bits(POISON), 0.0, f32::INFINITY));
     }
 
     #[test]
