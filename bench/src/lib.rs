@@ -32,6 +32,45 @@
 //! the 02 and 05 benchmarks share, and [`data`] the GPU kernels that draw and
 //! check their data.
 //!
+//! # How long a default sweep takes
+//!
+//! Issue 32 asks every default sweep to finish in 60 s at 1 and at 2 ranks
+//! on one H100. The estimate, from the code (not yet measured; the lead's
+//! runs will say), for `-b 8 -e 512M -f 2 -n 20 -w 5 --trials 5`: 27 sizes,
+//! each timed out of place and in place, for every series.
+//!
+//! * **Operations.** Per size and placement: 5 warm-up operations, then 5
+//!   trials of 20 timed ones plus one untimed per round
+//!   ([`time_rotating`]): 110 up to 8 MiB (one round), 115 at 16 MiB, 125
+//!   at 32 MiB, 140 from 64 MiB (4 regions: 7 rounds). The sizes double,
+//!   so the sweep's operation time is about 2 × 140 × the time of one at
+//!   512 MiB. An H100 moves about 3 TB/s (read + write); an AllReduce of
+//!   512 MiB moves 2 × 512 MiB at 1 rank (0.36 ms) and about 6 × 512 MiB
+//!   on one GPU shared by 2 ranks (1.1 ms): 0.1 to 0.3 s per placement for
+//!   `ncclAllReduce` and the fast kernels. Lesson 05's `simple` kernel (16
+//!   blocks, one float per thread) runs at about 41 GB/s (13 ms at 512 MiB,
+//!   runs/2026-11-22/call8b): 3.6 s per placement, the largest term.
+//! * **Checks**, on the GPU ([`data`]): fill, poison and check are memory
+//!   passes plus one SplitMix64 hash per element and rank (about 35 integer
+//!   operations; an H100 does about 15e12 a second): about 1.1 ms per
+//!   512 MiB region and rank, 27 regions per trial: 0.3 s per placement at
+//!   2 ranks.
+//! * **Host**: one fresh seed, barrier, event and check read-back per round,
+//!   about 0.3 ms; 300 rounds per placement: 0.1 s.
+//!
+//! So, at 2 ranks on one GPU, summing both placements and all sizes:
+//! `02_allreduce_bench` (3 registration modes of `ncclAllReduce`, each
+//! about 0.6 s of operations and 1.2 s of checks) about 7 s;
+//! `05_allreduce_bench` (`nccl,simple,fast`) about 13 s, 7 of them
+//! `simple`'s; `03_alltoallv_bench` (3 modes; an exchange moves about
+//! 2 GiB at the top, 0.7 ms, and its check is one memory pass) about 3 s;
+//! each plus NCCL's start (a few seconds) and the kernels' build when not
+//! cached. One rank is about half. Before this
+//! accounting the buffers held 21 copies of the largest size (10.5 GiB each
+//! at the defaults) and every trial touched all 21; `03_alltoallv_bench`
+//! drew, uploaded, downloaded and compared 2 × 512 MiB per size and mode on
+//! the host (about 2 s each).
+//!
 //! Only the `*_bench` binaries (`02_allreduce_bench`, `03_alltoallv_bench`,
 //! `05_allreduce_bench`) and `examples/replot.rs` use this crate; the lessons
 //! verify and do not time, and need only `common`.

@@ -17,6 +17,10 @@
 //! The table follows nccl-tests' layout, so it can be laid beside
 //! `all_reduce_perf -R 0/1/2`.
 //!
+//! The default sweep (8 B to 512 MiB) should take about 7 s at 2 ranks
+//! on one H100, plus NCCL's start: the estimate is in the `bench` crate's
+//! "How long a default sweep takes".
+//!
 //! ```text
 //! NTHREADS=2 cargo run --release --bin 02_allreduce_bench
 //! mpirun -np 4 target/release/02_allreduce_bench -b 8 -e 128M --json ar.json --svg ar.svg

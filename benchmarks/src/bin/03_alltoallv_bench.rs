@@ -23,6 +23,10 @@
 //! times the largest receive size). An exchange has no in-place form:
 //! those columns read N/A.
 //!
+//! The default sweep (8 B to 512 MiB) should take about 3 s at 2 ranks
+//! on one H100, plus NCCL's start: the estimate is in the `bench` crate's
+//! "How long a default sweep takes".
+//!
 //! ```text
 //! NTHREADS=2 cargo run --release --bin 03_alltoallv_bench
 //! mpirun -np 4 target/release/03_alltoallv_bench -b 1K -e 256M --json a2av.json --svg a2av.svg

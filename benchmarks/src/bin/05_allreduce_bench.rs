@@ -41,6 +41,10 @@
 //! `--recv-offset` place the data that many bytes into the windows, to check
 //! the unaligned paths.
 //!
+//! The default sweep (8 B to 512 MiB) should take about 13 s at 2 ranks
+//! on one H100, plus NCCL's start: the estimate is in the `bench` crate's
+//! "How long a default sweep takes".
+//!
 //! ```text
 //! NTHREADS=2 cargo run --release --bin 05_allreduce_bench
 //! NTHREADS=2 target/release/05_allreduce_bench --kernels nccl,simple,vec16,twoshot,oneshot,fast -e 1M
