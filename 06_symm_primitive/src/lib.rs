@@ -20,7 +20,7 @@ use std::sync::LazyLock;
 use common::{CannotRun, RankContext};
 use device_build::route::Program;
 use device_build::Source;
-use symm_comm::{codes, nvshmem};
+use symm_comm::codes;
 
 /// The device library (`symm_comm.cuh`, from the `symm_comm` crate)
 /// followed by the lesson's user kernels (`kernels/tp_tail.cu`): one
@@ -125,38 +125,6 @@ pub fn nccl_program() -> Program {
         wrapper_names: WRAPPER_NAMES.to_vec(),
     }
 }
-
-/// The options checked before any rank starts (`common::run_checked`), on
-/// any machine: the NVSHMEM backend needs one process per GPU, and its
-/// library must be found. Names its bootstrap plugin by its full, checked
-/// path ([`nvshmem::bootstrap_plugin`]) while no other thread exists.
-pub fn check_backend(backend: Backend, launch_mode: &str) -> Result<(), CannotRun> {
-    if backend != Backend::Nvshmem {
-        return Ok(());
-    }
-    if launch_mode == "threads" {
-        return Err(CannotRun::new(
-            "the NVSHMEM backend needs one process per GPU: NVSHMEM cannot host several PEs in one process, and this build runs ranks as threads",
-            "build with MPI and start one process per GPU:\n  cargo build --release --features mpi\n  mpirun -np 2 target/release/06c_symm_nvshmem",
-        ));
-    }
-    let found = nvshmem::find(&nvshmem::Search::from_process())?;
-    let plugin = nvshmem::bootstrap_plugin(
-        &found,
-        std::env::var_os(BOOTSTRAP_PLUGIN_VARIABLE).as_deref(),
-    )?;
-    // NOTE: set here because the option check runs before any thread
-    // starts (common::run_checked calls it first, in every MPI process):
-    // set_var while another thread may read the environment is undefined
-    // behaviour (unsafe from edition 2024), and by a rank's body the CUDA
-    // driver and MPI run threads of their own. Always a full path, even
-    // where the user named the plugin bare: NVSHMEM's loader would search
-    // LD_LIBRARY_PATH first and could load a file nothing checked.
-    std::env::set_var(BOOTSTRAP_PLUGIN_VARIABLE, plugin);
-    Ok(())
-}
-
-pub use nvshmem::BOOTSTRAP_PLUGIN_VARIABLE;
 
 /// Step 1's check, on every rank: the library needs compute capability 7.0
 /// or newer and covers at most [`codes::MAX_RANKS`] ranks.

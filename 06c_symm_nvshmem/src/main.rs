@@ -65,7 +65,7 @@ fn main() -> ExitCode {
         &LESSON,
         // NVSHMEM needs one process per GPU; names its bootstrap plugin by
         // its full, checked path while no other thread exists.
-        |_: &Args| symm_primitive::check_backend(Backend::Nvshmem, common::launch_mode()),
+        |_: &Args| nvshmem::check_before_threads(common::launch_mode(), "06c_symm_nvshmem"),
         symm_nvshmem_lesson,
     )
 }

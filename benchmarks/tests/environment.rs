@@ -1,7 +1,7 @@
 //! `06_symm_bench` sets environment variables only before any thread
 //! starts: in the option check that `common::run_checked` calls first
-//! (`Args::before_threads`; the lesson's `check_backend` is checked the same
-//! way in `06_symm_primitive/tests/environment.rs`), never
+//! (`Args::before_threads`; symm_comm's `nvshmem::check_before_threads` is
+//! checked the same way in `symm_comm/tests/environment.rs`), never
 //! in a rank's body, where the CUDA driver (and MPI) already run threads
 //! that may read the environment: `set_var` then is undefined behaviour
 //! (`unsafe` from edition 2024). Read from the sources, as the README's

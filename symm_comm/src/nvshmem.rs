@@ -6,7 +6,7 @@
 //! teardown.
 //!
 //! NVSHMEM hosts one PE per process (its documentation; NVIDIA/nvshmem#48),
-//! so this backend runs under `mpirun` only (lesson 06's `check_backend`
+//! so this backend runs under `mpirun` only ([`check_before_threads`]
 //! refuses it in thread mode).
 
 use std::ffi::{c_int, c_uint, c_void, OsStr, OsString};
@@ -136,6 +136,34 @@ impl Found {
         common::trust::check_trusted(&self.device_library, "NVSHMEM's device library")?;
         common::trust::check_trusted(&self.include, "NVSHMEM's headers")
     }
+}
+
+/// The check a program that uses NVSHMEM runs before any rank starts (its
+/// option check, `common::run_checked`), on any machine: NVSHMEM needs one
+/// process per GPU (`run` is the command the fix names), and its library
+/// must be found. Names its bootstrap plugin by its full, checked path
+/// ([`bootstrap_plugin`]) while no other thread exists.
+pub fn check_before_threads(launch_mode: &str, run: &str) -> Result<(), CannotRun> {
+    if launch_mode == "threads" {
+        return Err(CannotRun::new(
+            "the NVSHMEM backend needs one process per GPU: NVSHMEM cannot host several PEs in one process, and this build runs ranks as threads",
+            format!("build with MPI and start one process per GPU:\n  cargo build --release --features mpi\n  mpirun -np 2 target/release/{run}"),
+        ));
+    }
+    let found = find(&Search::from_process())?;
+    let plugin = bootstrap_plugin(
+        &found,
+        std::env::var_os(BOOTSTRAP_PLUGIN_VARIABLE).as_deref(),
+    )?;
+    // NOTE: set here because the option check runs before any thread
+    // starts (common::run_checked calls it first, in every MPI process):
+    // set_var while another thread may read the environment is undefined
+    // behaviour (unsafe from edition 2024), and by a rank's body the CUDA
+    // driver and MPI run threads of their own. Always a full path, even
+    // where the user named the plugin bare: NVSHMEM's loader would search
+    // LD_LIBRARY_PATH first and could load a file nothing checked.
+    std::env::set_var(BOOTSTRAP_PLUGIN_VARIABLE, plugin);
+    Ok(())
 }
 
 /// The file name of NVSHMEM's unique-id bootstrap plugin, which its host
@@ -422,7 +450,7 @@ impl Library {
         let path = &found.host_library;
         // NVSHMEM dlopens its unique-id bootstrap plugin from
         // NVSHMEM_BOOTSTRAP_UID_PLUGIN, which the option check
-        // (crate::check_backend) set to a full, checked path
+        // ([`check_before_threads`]) set to a full, checked path
         // ([`bootstrap_plugin`]): there, before any thread starts, not here,
         // where the CUDA driver's threads may read the environment. Both are
         // loaded from paths the environment names: refused (exit 2) if

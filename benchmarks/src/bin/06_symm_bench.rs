@@ -226,7 +226,12 @@ struct Args {
 impl Args {
     fn check(&self) -> Result<(), CannotRun> {
         self.sweep.check(self.dtype.size())?;
-        symm_primitive::check_backend(self.backend, common::launch_mode())?;
+        if self.backend == Backend::Nvshmem {
+            nvshmem::check_before_threads(
+                common::launch_mode(),
+                "06_symm_bench --backend nvshmem",
+            )?;
+        }
         if self.backend == Backend::Nvshmem {
             if let Some(c) = self.contenders.iter().find(|c| c.needs_nccl()) {
                 return Err(CannotRun::new(

@@ -1,14 +1,15 @@
-//! The lesson sets environment variables only before any thread starts: in
+//! The library sets environment variables only before any thread starts: in
 //! the option check that `common::run_checked` calls first
-//! (`check_backend`; its benchmark's `Args::before_threads` is checked the
-//! same way in `benchmarks/tests/environment.rs`), never
+//! (`nvshmem::check_before_threads`, which lesson 06c and 06_symm_bench
+//! call; the benchmark's `Args::before_threads` is checked the same way in
+//! `benchmarks/tests/environment.rs`), never
 //! in a rank's body, where the CUDA driver (and MPI) already run threads
 //! that may read the environment: `set_var` then is undefined behaviour
 //! (`unsafe` from edition 2024). Read from the sources, as the README's
 //! walk-through is.
 
 /// The functions that may call `set_var`: each runs before any thread.
-const BEFORE_THREADS: [&str; 1] = ["check_backend"];
+const BEFORE_THREADS: [&str; 1] = ["check_before_threads"];
 
 /// The name of the function around line `at` of `source`.
 fn enclosing_fn(lines: &[&str], at: usize) -> Option<String> {
