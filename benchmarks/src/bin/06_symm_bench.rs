@@ -6,7 +6,8 @@
 //!
 //! * layer tail (compute, AllReduce, residual + RMSNorm) of `size` bytes of
 //!   partial output, each operation in its own region, every region checked
-//!   against the CPU reference after each trial:
+//!   on the GPU after each trial (or round, see below) against the CPU
+//!   reference's values, computed once per size:
 //!   * `fused`: `tp_tail_fused`, one cooperative launch;
 //!   * `triton`: `tp_tail_triton`, the same layer tail written in Triton
 //!     (`triton/tp_tail.py`, calling the same `symm_all_reduce` from the
@@ -46,16 +47,55 @@
 //! NTHREADS=2 target/release/06_symm_bench --stress 2000 --one-region -b 4K -e 4M -f 32
 //! NTHREADS=1 target/release/06_symm_bench --bad-input
 //! ```
+//!
+//! # How long a default sweep takes
+//!
+//! Issue 32: at most 60 s at 1 and at 2 ranks on one H100. Estimated from
+//! the code (the lead's runs will measure it), defaults `-b 8 -e 512M -n 20
+//! -w 5 --trials 5`, float32, 27 sizes, 4 layer-tail contenders (fused,
+//! unfused05, unfused-nccl, symm-layer) and 3 AllReduce ones (two
+//! placements each).
+//!
+//! **Before** (every region read back and compared on the host): each
+//! buffer held 21 regions of the largest size (10.5 GiB; 4 such buffers,
+//! 42 GiB a rank: 2 ranks did not fit an H100). Per size and layer
+//! contender, 6 preparations wrote 21 residual regions from the host
+//! (synchronous copies) and 5 checks copied 2 × 21 regions back and compared
+//! them on the CPU: at 512 MiB, 6 × 21 × 3 × 0.54 GB at about 10 GB/s is
+//! 20 s of copies, and 5 × 42 regions of 134 M elements (28 G) decoded and
+//! compared at about 1 G a second is 40 s more: about 60 s per contender
+//! at 512 MiB, 120 s over the sweep (the sizes double), 480 s for the four
+//! (runs/2026-11-25/call21 stopped it past 400 s).
+//!
+//! **Now**: the CPU reference runs once per size (about 4 G multiply-adds
+//! at 512 MiB and 2 ranks, parallel over tokens: about 1 s per rank, 2 s
+//! for the sweep); its values stay on the GPU, the residuals are copied in
+//! from a device copy, the outputs poisoned on the stream, and every output
+//! of every timed operation is compared on the GPU (`bench::data`'s
+//! `check_close`, 2 memory passes over output and expected value: about
+//! 0.7 ms per 512 MiB region). Regions rotate as `bench::allreduce::regions`
+//! says (4 from 64 MiB up, 2 GiB a buffer), in rounds of 3 timed
+//! operations (140 per size and contender at the top). A fused layer tail
+//! of 128 MiB took 441 µs at 1 rank (issue 32), so about 1.8 ms at
+//! 512 MiB, say 4 ms at 2 ranks sharing the GPU: 2 × 140 × 4 ms = 1.1 s
+//! per contender, 4.5 s for the four, plus 0.5 s of checks; the AllReduce
+//! half as `05_allreduce_bench`'s `nccl` and `fast`: about 5 s. About 15 s
+//! at 2 ranks, plus NCCL's start and the kernels' build when not cached.
 
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 
 use anyhow::{ensure, Context, Result};
-use bench::allreduce::{self, buffer_bytes, nccl_allreduce, Buffers, StressArgs, Sweep};
+use bench::allreduce::{
+    self, buffer_bytes, l2_bytes, nccl_allreduce, regions, rotation_bytes, Buffers, StressArgs,
+    Sweep,
+};
 use bench::data::DataKernels;
 use bench::report::{Row, Series};
-use bench::{across_ranks, sum_over_ranks, time_checked, Collective, Placement, Sample, SweepArgs};
+use bench::{
+    across_ranks, sum_over_ranks, time_rotating, Collective, Placement, Sample, SweepArgs,
+};
 use common::nccl::{nccl_stream, sys, NcclCheck};
 use common::setup;
 use common::{CannotRun, Lesson, NcclVersion, Needs, RankContext};
@@ -410,7 +450,7 @@ fn bench(ctx: &RankContext, args: &Args) -> Result<()> {
     let size = ctx.size();
     let dtype = args.dtype;
     let sizes = args.sweep.sizes(dtype.size())?;
-    let largest = *sizes.last().context("no size in the sweep")?;
+    ensure!(!sizes.is_empty(), "no size in the sweep");
     let gpu = CudaContext::new(ctx.device()).context("bind the GPU")?;
     let (major, minor) = gpu.compute_capability().context("compute capability")?;
     let stream = gpu.new_stream().context("create a stream")?;
@@ -424,9 +464,14 @@ fn bench(ctx: &RankContext, args: &Args) -> Result<()> {
     let window_bytes = if args.bad_input {
         1 << 20
     } else {
-        buffer_bytes(&args.sweep, &args.stress, largest)
+        // Enough regions to rotate past L2, within 4 times the largest
+        // size (bench::allreduce::regions), not one per operation.
+        rotation_bytes(&args.sweep, &args.stress, &sizes, l2_bytes(&stream)?)
     };
-    bench::check_free_memory(ctx, 4 * window_bytes)?;
+    // Send and receive windows, residuals and outputs; and one region each
+    // of the layer's expected output, new residual and sum, and its residual.
+    let largest = sizes.iter().copied().max().unwrap_or(0);
+    bench::check_free_memory(ctx, 4 * window_bytes + 4 * largest)?;
 
     match args.backend {
         Backend::Nvshmem => {
@@ -705,7 +750,9 @@ fn run_layer(
     let out = DeviceBytes::zeroed(capacity)?;
     let status = DeviceBytes::zeroed(4)?;
     let factor = Collective::AllReduce.bus_factor(ctx.size());
-    let spin = DataKernels::load()?;
+    // The stress mode's spin, and the GPU checks of every output.
+    let data = DataKernels::load()?;
+    let l2 = l2_bytes(stream)?;
     let contenders: Vec<Contender> = args
         .contenders
         .iter()
@@ -727,12 +774,31 @@ fn run_layer(
         let x = DeviceBytes::from_slice(&reference::activations(&layer, ctx.rank()))?;
         let w = DeviceBytes::from_slice(&reference::weights(&layer, ctx.rank()))?;
         let gamma = DeviceBytes::from_slice(&reference::gamma(&layer))?;
-        let residual_in = reference::encode(&reference::residual(&layer), dtype);
+        // What every operation must produce, from the CPU reference once
+        // per size, kept on the GPU: each output is checked where it is
+        // (bench::data's check_close), none copied back.
+        let residual_in =
+            DeviceBytes::from_slice(&reference::encode(&reference::residual(&layer), dtype))?;
         let (want_out, want_residual) = reference::expected(&layer, ctx.size(), dtype);
-        let want_sum = reference::sums(&layer, ctx.size(), dtype);
-        let slots = (capacity / bytes.max(1))
-            .min(args.sweep.iters as usize + 1)
-            .max(1);
+        let wants = [(
+            DeviceBytes::from_slice(&want_out)?,
+            DeviceBytes::from_slice(&want_residual)?,
+        )];
+        let want_sum = if contenders.contains(&Contender::SymmLayer) {
+            Some(DeviceBytes::from_slice(&reference::sums(
+                &layer,
+                ctx.size(),
+                dtype,
+            ))?)
+        } else {
+            None
+        };
+        // As many regions as rotate past L2 (at most one per operation of
+        // a trial); a trial with more operations runs in rounds, each
+        // checked before the next (bench::time_rotating).
+        let slots = regions(bytes, largest, l2, args.sweep.iters)
+            .min(capacity / bytes.max(1))
+            .max(2);
         let at = |i: usize| LayerArgs {
             context: symmetric.context.address(),
             buffer: symmetric.buffer,
@@ -749,47 +815,93 @@ fn run_layer(
             dtype: dtype.code(),
             status: status.address(),
         };
-        // Fresh residuals and poisoned outputs in `regions` regions.
+        // Fresh residuals and poisoned outputs in `regions` regions, in
+        // stream order.
         let prepare_layer = |regions: usize| -> Result<()> {
             for i in 0..regions {
-                residual.write_at(i * bytes, &residual_in)?;
+                // SAFETY: `residual` holds `capacity` bytes, `residual_in` one region's.
+                unsafe {
+                    cu::memcpy_dtod_async(
+                        residual.address() + (i * bytes) as u64,
+                        residual_in.address(),
+                        bytes,
+                        stream.cu_stream(),
+                    )
+                }
+                .context("fresh residuals")?;
             }
             // SAFETY: `out` holds `capacity` bytes; 0xff bytes are NaN in both dtypes.
-            unsafe { cu::memset_d8_sync(out.address(), 0xff, regions * bytes) }
-                .context("poison the outputs")?;
-            // The poison runs on the legacy default stream: it must land
-            // before the layer's kernels start on this one (see settled()).
-            symm_comm::context::settled()
+            unsafe { cu::memset_d8_async(out.address(), 0xff, regions * bytes, stream.cu_stream()) }
+                .context("poison the outputs")
+        };
+        // `regions` regions of `buffer` (float32 or bfloat16) against `want`
+        // (float32 on the GPU) within `tolerance`, on the GPU; the first
+        // wrong element is read back and reported.
+        let check_regions = |name: &str,
+                             buffer: u64,
+                             wants: &[&DeviceBytes],
+                             tolerance: f32,
+                             regions: usize,
+                             what: &str|
+         -> Result<u64> {
+            let count = layer.elements();
+            let parts: Vec<(u64, u64, usize)> = (0..regions)
+                .map(|i| {
+                    let want = wants[i % wants.len()].address();
+                    (buffer + (i * bytes) as u64, want, count)
+                })
+                .collect();
+            let checked = data.check_close(&parts, dtype == Dtype::Bf16, tolerance, stream)?;
+            if let Some(first) = checked.first {
+                let (i, e) = (first as usize / count, first as usize % count);
+                let mut got = vec![0u8; dtype.size()];
+                let mut want = [0f32];
+                // SAFETY: both lie inside the regions just checked; we wait
+                // for the stream before reading them.
+                unsafe {
+                    cu::memcpy_dtoh_async(
+                        &mut got[..],
+                        buffer + (i * bytes + e * dtype.size()) as u64,
+                        stream.cu_stream(),
+                    )
+                    .and_then(|()| {
+                        cu::memcpy_dtoh_async(
+                            &mut want[..],
+                            wants[i % wants.len()].address() + 4 * e as u64,
+                            stream.cu_stream(),
+                        )
+                    })
+                }
+                .context("cuMemcpyDtoHAsync (the first wrong element)")?;
+                stream
+                    .synchronize()
+                    .context("wait for the first wrong element")?;
+                eprintln!(
+                    "{}wrong result: {what}, operation {i}: {name}: element {e} of {count}: expected {}, got {} ({} of {} elements wrong)",
+                    ctx.prefix(),
+                    want[0],
+                    reference::decode(&got, dtype)[0],
+                    checked.wrong,
+                    regions * count,
+                );
+            }
+            Ok(checked.wrong)
         };
         // Slot i's output and new residual against wants[i % wants.len()].
         let check_against =
-            |regions: usize, what: &str, wants: &[(Vec<f32>, Vec<f32>)]| -> Result<u64> {
-                let mut wrong = 0;
-                let mut got = vec![0u8; bytes];
-                for i in 0..regions {
-                    let (want_out, want_residual) = &wants[i % wants.len()];
-                    out.read_at(i * bytes, &mut got)?;
-                    let got_out = reference::decode(&got, dtype);
-                    residual.read_at(i * bytes, &mut got)?;
-                    let got_residual = reference::decode(&got, dtype);
-                    for result in [
-                        reference::check_close("new residual", &got_residual, want_residual, 0.0),
-                        reference::check_close(
-                            "output",
-                            &got_out,
-                            want_out,
-                            reference::output_tolerance(dtype),
-                        ),
-                    ] {
-                        if let Err(m) = result {
-                            eprintln!("{}wrong result: {what}, operation {i}: {m}", ctx.prefix());
-                            wrong += m.wrong as u64;
-                        }
-                    }
-                }
-                Ok(wrong)
+            |regions: usize, what: &str, wants: &[(DeviceBytes, DeviceBytes)]| -> Result<u64> {
+                let outs: Vec<&DeviceBytes> = wants.iter().map(|(o, _)| o).collect();
+                let residuals: Vec<&DeviceBytes> = wants.iter().map(|(_, r)| r).collect();
+                let tolerance = reference::output_tolerance(dtype);
+                Ok(check_regions(
+                    "new residual",
+                    residual.address(),
+                    &residuals,
+                    0.0,
+                    regions,
+                    what,
+                )? + check_regions("output", out.address(), &outs, tolerance, regions, what)?)
             };
-        let wants = [(want_out, want_residual)];
         let check_layer = |regions: usize, what: &str| check_against(regions, what, &wants);
         let compute_all = |regions: usize| -> Result<()> {
             for i in 0..regions {
@@ -808,23 +920,8 @@ fn run_layer(
             stream.synchronize().context("compute the partials")
         };
         let check_sums = |regions: usize, what: &str| -> Result<u64> {
-            stream.synchronize().context("wait for the trial")?;
-            let mut wrong = 0;
-            let mut got = vec![0u8; bytes];
-            for i in 0..regions {
-                // SAFETY: the buffer holds `capacity` bytes.
-                unsafe {
-                    cu::memcpy_dtoh_sync(&mut got[..], symmetric.buffer + (i * bytes) as u64)
-                }
-                .context("copy the sums")?;
-                if let Err(m) =
-                    reference::check_close("sum", &reference::decode(&got, dtype), &want_sum, 0.0)
-                {
-                    eprintln!("{}wrong result: {what}, operation {i}: {m}", ctx.prefix());
-                    wrong += m.wrong as u64;
-                }
-            }
-            Ok(wrong)
+            let want_sum = want_sum.as_ref().context("no sums for symm-layer")?;
+            check_regions("sum", symmetric.buffer, &[want_sum], 0.0, regions, what)
         };
         // Operation `i` of `contender` with the layer arguments `a` (the
         // region and slots of operation `i`, unless the caller moved them).
@@ -918,8 +1015,15 @@ fn run_layer(
                     })
                     .collect::<Result<Vec<_>>>()?;
                 let wants = (0..ONE_REGION_VARIANTS)
-                    .map(|v| reference::expected_variant(&layer, ctx.size(), dtype, v))
-                    .collect::<Vec<_>>();
+                    .map(|v| {
+                        let (out, residual) =
+                            reference::expected_variant(&layer, ctx.size(), dtype, v);
+                        Ok((
+                            DeviceBytes::from_slice(&out)?,
+                            DeviceBytes::from_slice(&residual)?,
+                        ))
+                    })
+                    .collect::<Result<Vec<_>>>()?;
                 (x, wants)
             } else {
                 (Vec::new(), Vec::new())
@@ -934,7 +1038,7 @@ fn run_layer(
                     for k in 0..batch {
                         let skew = allreduce::skew_ns(seed, ctx.rank(), k, max_ns);
                         if skew > 0 {
-                            spin.spin(skew, stream)?;
+                            data.spin(skew, stream)?;
                         }
                         if args.one_region {
                             let a = LayerArgs {
@@ -968,25 +1072,24 @@ fn run_layer(
         for (slot, &contender) in contenders.iter().enumerate() {
             let what = format!("{}, {bytes} B", contender.name());
             let (seconds, wrong) = if contender == Contender::SymmLayer {
-                time_checked(
+                time_rotating(
                     ctx,
                     stream,
                     &args.sweep,
-                    || compute_all(slots),
+                    slots,
+                    &compute_all,
                     |i| op(contender, i % slots),
-                    || check_sums(slots, &what),
+                    |regions| check_sums(regions, &what),
                 )?
             } else {
-                time_checked(
+                time_rotating(
                     ctx,
                     stream,
                     &args.sweep,
-                    || prepare_layer(slots),
+                    slots,
+                    &prepare_layer,
                     |i| op(contender, i % slots),
-                    || {
-                        stream.synchronize()?;
-                        check_layer(slots, &what)
-                    },
+                    |regions| check_layer(regions, &what),
                 )?
             };
             let mut code = [0i32];
