@@ -88,8 +88,7 @@ use std::sync::Arc;
 
 use anyhow::{ensure, Context, Result};
 use bench::allreduce::{
-    self, buffer_bytes, l2_bytes, nccl_allreduce, regions, rotation_bytes, Buffers, StressArgs,
-    Sweep,
+    self, l2_bytes, nccl_allreduce, regions, rotation_bytes, Buffers, StressArgs, Sweep,
 };
 use bench::data::DataKernels;
 use bench::report::{Row, Series};
@@ -320,17 +319,25 @@ impl Args {
         }
     }
 
-    /// With `--backend nvshmem`, the heap this run needs: every region of
-    /// a trial (the buffer `bench` allocates) and 64 MiB for NVSHMEM's own
-    /// (its default heap is 1 GiB).
+    /// With `--backend nvshmem`, the heap this run needs: the regions the
+    /// sweep rotates through (`bench::allreduce::rotation_bytes`, the buffer
+    /// the run allocates) for the largest L2 a GPU has ([`MAX_L2_BYTES`]:
+    /// no GPU is open yet, and a larger L2 only asks for more regions), and
+    /// 64 MiB for NVSHMEM's own (its default heap is 1 GiB).
     fn nvshmem_heap_bytes(&self) -> Option<usize> {
         if self.backend != Backend::Nvshmem {
             return None;
         }
-        let largest = *self.sweep.sizes(self.dtype.size()).ok()?.last()?;
-        Some(buffer_bytes(&self.sweep, &self.stress, largest) + (64 << 20))
+        let sizes = self.sweep.sizes(self.dtype.size()).ok()?;
+        sizes.last()?;
+        Some(rotation_bytes(&self.sweep, &self.stress, &sizes, MAX_L2_BYTES) + (64 << 20))
     }
 }
+
+/// At least the L2 cache of any GPU this runs on (an H100 has 50 MiB, an
+/// H200 60 MiB, a B200 126 MiB), for the NVSHMEM heap, sized before a GPU
+/// is open.
+const MAX_L2_BYTES: usize = 256 << 20;
 
 /// Activation sets the one-region stress mode takes in turn.
 const ONE_REGION_VARIANTS: usize = 4;
@@ -1487,10 +1494,19 @@ mod tests {
             "-n",
             "5",
         ]);
-        let largest = 4 << 20;
+        let sizes = [1 << 20, 2 << 20, 4 << 20];
+        let heap = nvshmem.nvshmem_heap_bytes().unwrap();
         assert_eq!(
-            nvshmem.nvshmem_heap_bytes(),
-            Some(buffer_bytes(&nvshmem.sweep, &nvshmem.stress, largest) + (64 << 20))
+            heap,
+            rotation_bytes(&nvshmem.sweep, &nvshmem.stress, &sizes, MAX_L2_BYTES) + (64 << 20)
         );
+        // It holds what the run allocates on any GPU up to that L2, and
+        // every operation of a trial has its region at these sizes.
+        for l2 in [6 << 20, 50 << 20, 126 << 20] {
+            assert!(
+                heap >= rotation_bytes(&nvshmem.sweep, &nvshmem.stress, &sizes, l2) + (64 << 20)
+            );
+        }
+        assert_eq!(heap, 6 * (4 << 20) + (64 << 20));
     }
 }
