@@ -4,9 +4,10 @@
 //! tolerance with expected values already on the GPU (lesson 06's layer).
 //!
 //! Every timed operation has its own input and output region, and every
-//! region is checked (see [`crate::allreduce`]). At 512 MB a trial of 20
-//! operations touches 21 regions of each buffer: 10 GB to draw, copy up,
-//! copy back and compare on the host, longer than the trial itself. So the
+//! region is checked (see [`crate::allreduce`]). At 512 MiB a trial of 20
+//! operations touches 27 regions of each buffer (7 rounds of 4): 13.5 GiB
+//! to draw, copy up, copy back and compare on the host, longer than the
+//! trial itself. So the
 //! data are drawn and checked where they are, at the GPU's memory speed.
 //! The kernels were compiled once to PTX (`kernels/make-ptx`); the driver
 //! compiles that PTX for the GPU when [`DataKernels::load`] runs, so the
