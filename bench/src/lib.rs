@@ -496,6 +496,55 @@ pub fn check_free_memory(ctx: &RankContext, needed: usize) -> Result<()> {
     })
 }
 
+/// Collective: the bytes each of `buffers` buffers of a benchmark gets:
+/// `wanted` where every rank's GPU has room for them and `extra` bytes more
+/// (plus 256 MiB for NCCL's own, and shared by the ranks on one GPU); else
+/// as much as the fullest GPU leaves, the same on every rank, and never
+/// less than `minimum` (exit 2, through [`check_free_memory`], when not
+/// even that fits). The benchmarks take as many regions as their buffers
+/// hold ([`allreduce::regions`] at most), so a smaller buffer only means
+/// fewer regions to rotate through; rank 0 says so on stderr.
+pub fn fit_to_memory(
+    ctx: &RankContext,
+    wanted: usize,
+    minimum: usize,
+    buffers: usize,
+    extra: usize,
+) -> Result<usize> {
+    let (free, _) = cudarc::driver::result::mem_get_info().context("cuMemGetInfo")?;
+    let share = (free / ctx.ranks_per_gpu().max(1)).saturating_sub((256 << 20) + extra);
+    // Whole MiB when cut down, as allocators hand memory out.
+    let room = share / buffers.max(1) / (1 << 20) * (1 << 20);
+    let fits = room.min(wanted).max(minimum);
+    let mut agreed = (fits as u64).to_le_bytes();
+    if let Some(all) = ctx.gather(agreed.to_vec())? {
+        let smallest = all
+            .iter()
+            .map(|bytes| bytes.as_slice().try_into().map(u64::from_le_bytes))
+            .collect::<Result<Vec<u64>, _>>()
+            .context("a rank sent a malformed size")?
+            .into_iter()
+            .min()
+            .unwrap_or(fits as u64);
+        agreed = smallest.to_le_bytes();
+    }
+    ctx.broadcast(&mut agreed)?;
+    let per_buffer = u64::from_le_bytes(agreed) as usize;
+    check_free_memory(ctx, buffers * per_buffer + extra)?;
+    if per_buffer < wanted && ctx.is_root() {
+        eprintln!(
+            "note: each of the {buffers} buffers holds {per_buffer} bytes, not the {wanted} that rotate past L2 at every size: \
+             that is what the GPU has free ({free} bytes{}); large sizes rotate through fewer regions",
+            if ctx.ranks_per_gpu() > 1 {
+                format!(", shared by {} ranks", ctx.ranks_per_gpu())
+            } else {
+                String::new()
+            }
+        );
+    }
+    Ok(per_buffer)
+}
+
 /// The middle value (the lower middle of an even count).
 pub fn median(values: &mut [f64]) -> f64 {
     values.sort_by(f64::total_cmp);

@@ -30,7 +30,7 @@
 
 use std::process::ExitCode;
 
-use anyhow::{ensure, Context, Result};
+use anyhow::{Context, Result};
 use bench::allreduce::{
     self, l2_bytes, nccl_allreduce, rotation_bytes, Buffers, StressArgs, Sweep,
 };
@@ -65,14 +65,15 @@ fn main() -> ExitCode {
 
 fn bench(ctx: &RankContext, args: &Args) -> Result<()> {
     let sizes = ctx.all_ok(args.sweep.sizes(4).map_err(Into::into))?;
-    ensure!(!sizes.is_empty(), "no size in the sweep");
+    let largest = *sizes.last().context("no size in the sweep")?;
 
     let gpu = CudaContext::new(ctx.device()).context("bind the GPU")?;
     let stream = gpu.new_stream().context("create a stream")?;
     let comm = setup::communicator(ctx).context("create the communicator")?;
     // Enough regions to rotate past L2, within 4 times the largest size.
-    let buffer_bytes = rotation_bytes(&args.sweep, &args.stress, &sizes, l2_bytes(&stream)?);
-    bench::check_free_memory(ctx, 2 * buffer_bytes)?;
+    let wanted = rotation_bytes(&args.sweep, &args.stress, &sizes, l2_bytes(&stream)?);
+    // Or what the GPU has, with a note: two regions of the largest size at least.
+    let buffer_bytes = bench::fit_to_memory(ctx, wanted, 2 * largest, 2, 0)?;
     let send = setup::buffer(buffer_bytes).context("allocate the send buffer")?;
     let recv = setup::buffer(buffer_bytes).context("allocate the receive buffer")?;
     let sweep = Sweep::new(

@@ -355,9 +355,10 @@ fn bench(ctx: &RankContext, args: &Args) -> Result<()> {
     let shim = built.dev_comm_maker()?;
     let comm = setup::communicator(ctx).context("create the communicator")?;
 
-    let window_bytes = rotation_bytes(&args.sweep, &args.stress, &sizes, l2_bytes(&stream)?)
-        + args.send_offset.max(args.recv_offset);
-    bench::check_free_memory(ctx, 2 * window_bytes)?;
+    let offset = args.send_offset.max(args.recv_offset);
+    let wanted = rotation_bytes(&args.sweep, &args.stress, &sizes, l2_bytes(&stream)?) + offset;
+    // Or what the GPU has, with a note: two regions of the largest size at least.
+    let window_bytes = bench::fit_to_memory(ctx, wanted, 2 * largest + offset, 2, 0)?;
     let send = setup::buffer(window_bytes).context("allocate the send buffer")?;
     let recv = setup::buffer(window_bytes).context("allocate the receive buffer")?;
     let send_window = setup::window(&comm, &send).context("register the send window")?;

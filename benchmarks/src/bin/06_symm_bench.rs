@@ -468,16 +468,19 @@ fn bench(ctx: &RankContext, args: &Args) -> Result<()> {
         .context("multiprocessor count")? as u32;
     // The same grid on every rank (symm_all_reduce's calling convention).
     let blocks = symm_primitive::agreed_blocks(ctx, multiprocessors)?;
+    // Send and receive windows, residuals and outputs, of `window_bytes`
+    // each; and one region each of the layer's expected output, new
+    // residual and sum, and its residual.
+    let largest = sizes.iter().copied().max().unwrap_or(0);
     let window_bytes = if args.bad_input {
         1 << 20
     } else {
         // Enough regions to rotate past L2, within 4 times the largest
-        // size (bench::allreduce::regions), not one per operation.
-        rotation_bytes(&args.sweep, &args.stress, &sizes, l2_bytes(&stream)?)
+        // size (bench::allreduce::regions), not one per operation; or what
+        // the GPU has, with a note: two regions of the largest size at least.
+        let wanted = rotation_bytes(&args.sweep, &args.stress, &sizes, l2_bytes(&stream)?);
+        bench::fit_to_memory(ctx, wanted, 2 * largest, 4, 4 * largest)?
     };
-    // Send and receive windows, residuals and outputs; and one region each
-    // of the layer's expected output, new residual and sum, and its residual.
-    let largest = sizes.iter().copied().max().unwrap_or(0);
     bench::check_free_memory(ctx, 4 * window_bytes + 4 * largest)?;
 
     match args.backend {
