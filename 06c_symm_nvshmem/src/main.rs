@@ -90,7 +90,7 @@ fn symm_nvshmem_lesson(ctx: &RankContext, args: &Args) -> Result<()> {
         eprintln!("note: backend: nvshmem (NVSHMEM symmetric heap, one PE per process)");
     }
 
-    // Step 2: Build the library and the user kernels (NVRTC, then nvJitLink with libnvshmem_device.a), or reuse the cache.
+    // Step 2: Build the library and kernels (NVRTC, then nvJitLink with libnvshmem_device.a), or reuse the cache.
     // NOTE: rank 0 builds first and the others wait, so that they find the
     // cache filled instead of all compiling at once.
     let arch = format!("sm_{major}{minor}");
