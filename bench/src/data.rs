@@ -264,6 +264,70 @@ impl DataKernels {
         })
     }
 
+    /// Before anything is timed: the sequence and closeness checks pass on
+    /// right data and fail, at the right element, on one wrong element, in
+    /// both widths a layer's output has. A check that cannot fail would
+    /// prove nothing. (`check_sum` has its own, in `allreduce::Sweep`.)
+    pub fn self_test_checks(&self, stream: &CudaStream) -> Result<()> {
+        const N: usize = 1024;
+        let scratch = Scratch::new(3 * 8 * N, stream)?;
+        let (words, want, got) = (
+            scratch.at,
+            scratch.at + 8 * N as u64,
+            scratch.at + 16 * N as u64,
+        );
+        // Sequences: two parts laid one after the other, as the exchange's blocks are.
+        let first = 0x0001_0002_0000_0000u64;
+        self.fill_sequence(words, N, (first, 1), stream)?;
+        let parts = [
+            (words, 1000, (first, 1)),
+            (words + 8000, N - 1000, (first + 1000, 1)),
+        ];
+        let clean = self.check_sequences(&parts, stream)?;
+        anyhow::ensure!(
+            clean.wrong == 0,
+            "check_sequence finds {} wrong words in right data",
+            clean.wrong
+        );
+        self.fill_sequence(words + 8 * 1017, 1, (u64::MAX, 0), stream)?;
+        let spoiled = self.check_sequences(&parts, stream)?;
+        anyhow::ensure!(
+            spoiled.wrong == 1 && spoiled.first == Some(1017),
+            "check_sequence misses a wrong word: {spoiled:?}"
+        );
+        // Closeness: float32 within a tolerance, bfloat16 exactly; values
+        // exact in bfloat16, so both widths hold the same numbers.
+        let values: Vec<f32> = (0..N).map(|i| (i % 64) as f32 * 0.25 - 4.0).collect();
+        let mut outputs = values.clone();
+        outputs[700] += 1e-6;
+        let halves: Vec<u16> = values.iter().map(|v| (v.to_bits() >> 16) as u16).collect();
+        // SAFETY: `want` and `got` hold N floats each; the copies are
+        // stream-ordered and waited for by the checks below.
+        unsafe {
+            cu::memcpy_htod_async(want, &values[..], stream.cu_stream())?;
+            cu::memcpy_htod_async(got, &outputs[..], stream.cu_stream())?;
+        }
+        let close = self.check_close(&[(got, want, N)], false, 1e-5, stream)?;
+        let exact = self.check_close(&[(got, want, N)], false, 0.0, stream)?;
+        anyhow::ensure!(
+            close.wrong == 0 && exact.wrong == 1 && exact.first == Some(700),
+            "check_close (float32): {close:?} within 1e-5, {exact:?} exactly"
+        );
+        let mut spoiled = halves.clone();
+        spoiled[333] = 0x7fc0;
+        // SAFETY: `got` holds N floats, room for N bfloat16 values.
+        unsafe { cu::memcpy_htod_async(got, &halves[..], stream.cu_stream()) }?;
+        let clean = self.check_close(&[(got, want, N)], true, 0.0, stream)?;
+        // SAFETY: as above.
+        unsafe { cu::memcpy_htod_async(got, &spoiled[..], stream.cu_stream()) }?;
+        let nan = self.check_close(&[(got, want, N)], true, 1.0, stream)?;
+        anyhow::ensure!(
+            clean.wrong == 0 && nan.wrong == 1 && nan.first == Some(333),
+            "check_close (bfloat16): {clean:?} on right data, {nan:?} with a NaN"
+        );
+        Ok(())
+    }
+
     /// One thread spins for `nanoseconds` on the GPU's clock, in stream order.
     pub fn spin(&self, nanoseconds: u64, stream: &CudaStream) -> Result<()> {
         let mut launch = launch_builder(stream, self.spin);
@@ -283,6 +347,34 @@ impl Drop for DataKernels {
             if let Err(err) = cu::module::unload(self.module) {
                 eprintln!("warning: cleanup: cuModuleUnload: {err}");
             }
+        }
+    }
+}
+
+/// Device memory for a self-test, from the stream-ordered allocator and
+/// freed on the stream when dropped: unlike cuMemFree, nothing here waits
+/// for the whole context, which ranks that share a GPU in thread mode
+/// share (a peer's kernel may be waiting for this rank).
+struct Scratch {
+    at: u64,
+    stream: cu_sys::CUstream,
+}
+
+impl Scratch {
+    fn new(bytes: usize, stream: &CudaStream) -> Result<Self> {
+        let stream = stream.cu_stream();
+        // SAFETY: the stream is live for the self-test, which drops this first.
+        let at =
+            unsafe { cu::malloc_async(stream, bytes) }.context("cuMemAllocAsync (self-test)")?;
+        Ok(Self { at, stream })
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        // SAFETY: allocated in `new` on this stream; freed after its work.
+        if let Err(err) = unsafe { cu::free_async(self.at, self.stream) } {
+            eprintln!("warning: cleanup: cuMemFreeAsync: {err}");
         }
     }
 }

@@ -139,6 +139,8 @@ fn bench(ctx: &RankContext, args: &Args) -> Result<()> {
     let send = setup::buffer(send_capacity * 8).context("allocate the send buffer")?;
     let recv = setup::buffer(rotation.buffer_bytes).context("allocate the receive buffer")?;
     let data = DataKernels::load()?;
+    data.self_test_checks(&stream)
+        .context("the benchmark's check kernels (data.ptx) fail their self-test")?;
 
     let progress = bench::progress(ctx, sizes.len() * args.registration.modes.len(), BENCH.name);
     let mut series = Vec::new();

@@ -762,6 +762,8 @@ fn run_layer(
     let factor = Collective::AllReduce.bus_factor(ctx.size());
     // The stress mode's spin, and the GPU checks of every output.
     let data = DataKernels::load()?;
+    data.self_test_checks(stream)
+        .context("the benchmark's check kernels (data.ptx) fail their self-test")?;
     let l2 = l2_bytes(stream)?;
     let contenders: Vec<Contender> = args
         .contenders
