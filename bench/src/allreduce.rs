@@ -161,13 +161,17 @@ pub fn rotation_bytes(
     sweep.max(stress_bytes(stress, largest))
 }
 
-/// The L2 cache of the GPU `stream` runs on, in bytes.
-pub fn l2_bytes(stream: &CudaStream) -> Result<usize> {
+/// Collective: the L2 cache of the GPU `stream` runs on, in bytes, the
+/// smallest over the ranks, so that every rank rotates through as many
+/// regions (a rank with more would run other rounds, and its collectives
+/// would meet none).
+pub fn l2_bytes(ctx: &RankContext, stream: &CudaStream) -> Result<usize> {
     let bytes = stream
         .context()
         .attribute(cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)
         .context("cuDeviceGetAttribute(L2_CACHE_SIZE)")?;
-    Ok(usize::try_from(bytes).unwrap_or(0))
+    let bytes = u64::try_from(bytes).unwrap_or(0);
+    Ok(crate::min_over_ranks(ctx, bytes)? as usize)
 }
 
 /// A stress run's room: up to its whole count of operations of `largest`
@@ -266,7 +270,7 @@ impl<'a> Sweep<'a> {
             buffers,
             sizes,
             data: DataKernels::load()?,
-            l2_bytes: l2_bytes(stream)?,
+            l2_bytes: l2_bytes(ctx, stream)?,
         };
         sweep
             .self_test()

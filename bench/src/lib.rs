@@ -516,20 +516,7 @@ pub fn fit_to_memory(
     // Whole MiB when cut down, as allocators hand memory out.
     let room = share / buffers.max(1) / (1 << 20) * (1 << 20);
     let fits = room.min(wanted).max(minimum);
-    let mut agreed = (fits as u64).to_le_bytes();
-    if let Some(all) = ctx.gather(agreed.to_vec())? {
-        let smallest = all
-            .iter()
-            .map(|bytes| bytes.as_slice().try_into().map(u64::from_le_bytes))
-            .collect::<Result<Vec<u64>, _>>()
-            .context("a rank sent a malformed size")?
-            .into_iter()
-            .min()
-            .unwrap_or(fits as u64);
-        agreed = smallest.to_le_bytes();
-    }
-    ctx.broadcast(&mut agreed)?;
-    let per_buffer = u64::from_le_bytes(agreed) as usize;
+    let per_buffer = min_over_ranks(ctx, fits as u64)? as usize;
     check_free_memory(ctx, buffers * per_buffer + extra)?;
     if per_buffer < wanted && ctx.is_root() {
         eprintln!(
@@ -569,6 +556,24 @@ pub fn across_ranks(ctx: &RankContext, seconds: f64, slowest: bool) -> Result<f6
     } else {
         values.iter().sum::<f64>() / values.len() as f64
     })
+}
+
+/// Collective: the smallest of every rank's `value`, on every rank.
+pub fn min_over_ranks(ctx: &RankContext, value: u64) -> Result<u64> {
+    let mut agreed = value.to_le_bytes();
+    if let Some(all) = ctx.gather(agreed.to_vec())? {
+        let smallest = all
+            .iter()
+            .map(|bytes| bytes.as_slice().try_into().map(u64::from_le_bytes))
+            .collect::<Result<Vec<u64>, _>>()
+            .context("a rank sent a malformed value")?
+            .into_iter()
+            .min()
+            .unwrap_or(value);
+        agreed = smallest.to_le_bytes();
+    }
+    ctx.broadcast(&mut agreed)?;
+    Ok(u64::from_le_bytes(agreed))
 }
 
 /// Collective: the sum of every rank's `count` on rank 0 (others get their own).

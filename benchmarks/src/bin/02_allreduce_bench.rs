@@ -71,7 +71,7 @@ fn bench(ctx: &RankContext, args: &Args) -> Result<()> {
     let stream = gpu.new_stream().context("create a stream")?;
     let comm = setup::communicator(ctx).context("create the communicator")?;
     // Enough regions to rotate past L2, within 4 times the largest size.
-    let wanted = rotation_bytes(&args.sweep, &args.stress, &sizes, l2_bytes(&stream)?);
+    let wanted = rotation_bytes(&args.sweep, &args.stress, &sizes, l2_bytes(ctx, &stream)?);
     // Or what the GPU has, with a note: two regions of the largest size at least.
     let buffer_bytes = bench::fit_to_memory(ctx, wanted, 2 * largest, 2, 0)?;
     let send = setup::buffer(buffer_bytes).context("allocate the send buffer")?;

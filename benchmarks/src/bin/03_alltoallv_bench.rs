@@ -134,7 +134,7 @@ fn bench(ctx: &RankContext, args: &Args) -> Result<()> {
     let comm = setup::communicator(ctx).context("create the communicator")?;
     // Each plan's exchange rotates through regions of the receive buffer,
     // as many as cover L2 four times, within 4 times the largest.
-    let rotation = Rotation::new(&plans, l2_bytes(&stream)?, args.sweep.iters);
+    let rotation = Rotation::new(&plans, l2_bytes(ctx, &stream)?, args.sweep.iters);
     bench::check_free_memory(ctx, send_capacity * 8 + rotation.buffer_bytes)?;
     let send = setup::buffer(send_capacity * 8).context("allocate the send buffer")?;
     let recv = setup::buffer(rotation.buffer_bytes).context("allocate the receive buffer")?;

@@ -356,7 +356,8 @@ fn bench(ctx: &RankContext, args: &Args) -> Result<()> {
     let comm = setup::communicator(ctx).context("create the communicator")?;
 
     let offset = args.send_offset.max(args.recv_offset);
-    let wanted = rotation_bytes(&args.sweep, &args.stress, &sizes, l2_bytes(&stream)?) + offset;
+    let wanted =
+        rotation_bytes(&args.sweep, &args.stress, &sizes, l2_bytes(ctx, &stream)?) + offset;
     // Or what the GPU has, with a note: two regions of the largest size at least.
     let window_bytes = bench::fit_to_memory(ctx, wanted, 2 * largest + offset, 2, 0)?;
     let send = setup::buffer(window_bytes).context("allocate the send buffer")?;

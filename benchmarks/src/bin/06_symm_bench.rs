@@ -478,7 +478,7 @@ fn bench(ctx: &RankContext, args: &Args) -> Result<()> {
         // Enough regions to rotate past L2, within 4 times the largest
         // size (bench::allreduce::regions), not one per operation; or what
         // the GPU has, with a note: two regions of the largest size at least.
-        let wanted = rotation_bytes(&args.sweep, &args.stress, &sizes, l2_bytes(&stream)?);
+        let wanted = rotation_bytes(&args.sweep, &args.stress, &sizes, l2_bytes(ctx, &stream)?);
         bench::fit_to_memory(ctx, wanted, 2 * largest, 4, 4 * largest)?
     };
     bench::check_free_memory(ctx, 4 * window_bytes + 4 * largest)?;
@@ -764,7 +764,7 @@ fn run_layer(
     let data = DataKernels::load()?;
     data.self_test_checks(stream)
         .context("the benchmark's check kernels (data.ptx) fail their self-test")?;
-    let l2 = l2_bytes(stream)?;
+    let l2 = l2_bytes(ctx, stream)?;
     let contenders: Vec<Contender> = args
         .contenders
         .iter()
