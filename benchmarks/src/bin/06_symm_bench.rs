@@ -67,9 +67,12 @@
 //! at 512 MiB, 120 s over the sweep (the sizes double), 480 s for the four
 //! (runs/2026-11-25/call21 stopped it past 400 s).
 //!
-//! **Now**: the CPU reference runs once per size (about 4 G multiply-adds
-//! at 512 MiB and 2 ranks, parallel over tokens: about 1 s per rank, 2 s
-//! for the sweep); its values stay on the GPU, the residuals are copied in
+//! **Now**: the CPU reference runs once per size, parallel over tokens
+//! (measured on the 2-core CPU machine, release build, 128 MiB at 2 ranks:
+//! `reference::expected` 1.47 s, `reference::sums` 1.27 s; so at 512 MiB
+//! about 11 s of one core, and for the sweep about twice that, per rank:
+//! about 6 s at 2 ranks on the GPU machine's 16 cores); its values stay
+//! on the GPU, the residuals are copied in
 //! from a device copy, the outputs poisoned on the stream, and every output
 //! of every timed operation is compared on the GPU (`bench::data`'s
 //! `check_close`, 2 memory passes over output and expected value: about
@@ -79,7 +82,7 @@
 //! of 128 MiB took 441 µs at 1 rank (issue 32), so about 1.8 ms at
 //! 512 MiB, say 4 ms at 2 ranks sharing the GPU: 2 × 140 × 4 ms = 1.1 s
 //! per contender, 4.5 s for the four, plus 0.5 s of checks; the AllReduce
-//! half as `05_allreduce_bench`'s `nccl` and `fast`: about 5 s. About 15 s
+//! half as `05_allreduce_bench`'s `nccl` and `fast`: about 5 s. About 20 s
 //! at 2 ranks, plus NCCL's start and the kernels' build when not cached.
 
 use std::process::ExitCode;
