@@ -69,8 +69,8 @@
 //!
 //! **Now**: the CPU reference runs once per size, parallel over tokens
 //! (measured on the 2-core CPU machine, release build, 128 MiB at 2 ranks:
-//! `reference::expected` 1.47 s, `reference::sums` 1.27 s; so at 512 MiB
-//! about 11 s of one core, and for the sweep about twice that, per rank:
+//! `reference::expected` 1.47 s, `reference::sums` 1.27 s on 2 threads;
+//! so about 22 s of one core at 512 MiB and 44 s for the sweep, per rank:
 //! about 6 s at 2 ranks on the GPU machine's 16 cores); its values stay
 //! on the GPU, the residuals are copied in
 //! from a device copy, the outputs poisoned on the stream, and every output
