@@ -24,6 +24,12 @@
 #                thread suite at GPU_TEST_RANKS=2, the one-region stress mode
 #                on both fused kernels at 2 and 4 ranks, lesson 06 at 4 and 8
 #                ranks
+#   PART=programs after issue 31's split: every program at $RANKS (default
+#                "1 4") ranks, the your_*_kernel examples, lesson 05's build
+#                from an empty cache and then cached
+#   PART=timing  carry .carry/before-bench.txz: the fast kernel and the fused
+#                kernel at one rank, the binaries from before issue 31's moves
+#                against this build's, alternating
 #   PART=release carry .nccl/nccl-$NCCL.tar.xz: lessons 01 to 05 at 2, 3, 4 and 8
 #                ranks on that release (05 through nvcc)
 # Logs go to $OUT/$CALL/ (index.txt: each step's exit code) and come back as
@@ -57,7 +63,7 @@ E32=(env -u LD_LIBRARY_PATH NCCL_HOME=$J NVJITLINK=$NVJ XDG_CACHE_HOME=/tmp/cach
      TRITON_PYTHON=/opt/torch/.venv/bin/python)
 SHARE=(NCCL_MULTI_RANK_GPU_ENABLE=1)
 
-case ${PART:?PART=stage|lessons|stress|stress06|final|suite|mpi|recheck|release} in
+case ${PART:?PART=stage|lessons|stress|stress06|final|programs|timing|suite|mpi|recheck|release} in
 stage)
   mkdir -p $J /tmp/jit
   if [ -f .nccl/nccl-2.32.3.tar.xz ]; then
@@ -134,7 +140,7 @@ stress06)
 final)
   [ -f .carry/threads.txz ] && { mkdir -p $G && tar -xJf .carry/threads.txz -C $G; }
   B=$G/threads/bin
-  run suite-threads-n2 330 "${E32[@]}" GPU_TEST_RANKS=2 PATH=$G/threads/bin:$PATH \
+  run suite-threads-n2 ${SUITE_LIMIT:-330} "${E32[@]}" GPU_TEST_RANKS=2 PATH=$G/threads/bin:$PATH \
     $G/threads/cargo-nextest nextest run --archive-file $G/threads/tests.tar.zst --workspace-remap . \
     --run-ignored all --no-fail-fast --test-threads 1
   for n in 2 4; do
@@ -187,6 +193,7 @@ mpi)
     run mpi-05-fast-jit 300 "${E32[@]}" "${SHARE[@]}" "${MPI[@]}" $M/05b_lsa_fast --build jit
     run mpi-06-cuda 300 "${E32[@]}" "${SHARE[@]}" "${MPI[@]}" $M/06_symm_primitive --build nvcc
     run mpi-06-triton 300 "${E32[@]}" "${SHARE[@]}" "${MPI[@]}" $M/06b_symm_triton
+    run mpi-your-cuda-kernel 120 "${E32[@]}" "${SHARE[@]}" "${MPI[@]}" $M/your_cuda_kernel
     run mpi-06-nvshmem 300 "${E32[@]}" NVSHMEM_HOME=$NV "${SHARE[@]}" "${MPI[@]}" $M/06c_symm_nvshmem
     run mpi-emulated-01 120 "${E32[@]}" "${SHARE[@]}" "${MPI[@]}" tools/emulate-nodes $M/01_allreduce_ub
     run mpi-emulated-02 120 "${E32[@]}" "${SHARE[@]}" "${MPI[@]}" tools/emulate-nodes $M/02_allreduce_sm
@@ -206,6 +213,52 @@ mpi)
   nvidia-smi --query-gpu=compute_mode --format=csv > "$L/compute-mode-after.log" 2>&1
   cp $CUDA_MPS_LOG_DIRECTORY/control.log "$L/mps-control.log" 2>/dev/null
   cp $CUDA_MPS_LOG_DIRECTORY/server.log "$L/mps-server.log" 2>/dev/null
+  finish
+  ;;
+programs)
+  # After issue 31's split: every program at 1 and 4 ranks on one GPU (the
+  # suite runs them at 2), the examples that call symm_all_reduce from a
+  # kernel of your own included; lesson 05's first run from an empty cache
+  # and its second (the build's "note: ran:" and "note: cached:" lines).
+  [ -f .carry/threads.txz ] && { mkdir -p $G && tar -xJf .carry/threads.txz -C $G; }
+  B=$G/threads/bin
+  for n in ${RANKS:-1 4}; do
+    R=("${E32[@]}" NTHREADS=$n "${SHARE[@]}")
+    [ $n = 1 ] && R=("${E32[@]}" NTHREADS=1)
+    run 01-n$n 60 "${R[@]}" $B/01_allreduce_ub
+    run 02-n$n 60 "${R[@]}" $B/02_allreduce_sm
+    run 03-n$n 60 "${R[@]}" $B/03_alltoallv_sm
+    run 04-n$n 60 "${R[@]}" $B/04_vmm_raw
+    run 05-nvcc-n$n 120 "${R[@]}" XDG_CACHE_HOME=/tmp/cache-$n $B/05_device_lsa --build nvcc
+    run 05-nvcc-cached-n$n 60 "${R[@]}" XDG_CACHE_HOME=/tmp/cache-$n $B/05_device_lsa --build nvcc
+    run 05-jit-n$n 120 "${R[@]}" $B/05_device_lsa --build jit
+    run 05b-nvcc-n$n 120 "${R[@]}" $B/05b_lsa_fast --build nvcc
+    run 05b-jit-n$n 120 "${R[@]}" $B/05b_lsa_fast --build jit
+    run 06-nvcc-n$n 120 "${R[@]}" $B/06_symm_primitive --build nvcc
+    run 06-jit-bf16-n$n 120 "${R[@]}" $B/06_symm_primitive --build jit --dtype bf16
+    run 06b-n$n 120 "${R[@]}" $B/06b_symm_triton
+    run your-cuda-kernel-n$n 120 "${R[@]}" $B/your_cuda_kernel
+    run your-triton-kernel-n$n 120 "${R[@]}" $B/your_triton_kernel
+  done
+  finish
+  ;;
+timing)
+  # Before/after at one rank, in one call: lesson 05b's fast kernel
+  # (05_allreduce_bench --kernels fast) and lesson 06's fused kernel
+  # (06_symm_bench --contenders fused), the binaries of the commit before
+  # issue 31's moves (carry .carry/before-bench.txz: $G/before) against this
+  # build's, alternating, twice each; scripts/compare.py lays them side by side.
+  [ -f .carry/before-bench.txz ] && { mkdir -p $G/before && tar -xJf .carry/before-bench.txz -C $G/before --strip-components=1; }
+  R=("${E32[@]}" NTHREADS=1)
+  for i in 1 2; do
+    for v in before after; do
+      b=$G/threads/bin; [ $v = before ] && b=$G/before/bin
+      run 05-fast-$v-$i 100 "${R[@]}" $b/05_allreduce_bench --build nvcc --kernels fast -b 8 -e 256M -f 8 -n 20 -w 5 --trials 3 --json $L/05-fast-$v-$i.json
+      run 06-fused-$v-$i 100 "${R[@]}" $b/06_symm_bench --build nvcc --contenders fused -b 32K -e 128M -f 8 -n 8 -w 2 --trials 3 --json $L/06-fused-$v-$i.json
+    done
+  done
+  python3 runs/2026-11-25/scripts/compare.py $L/05-fast-before-1.json $L/05-fast-after-1.json $L/05-fast-before-2.json $L/05-fast-after-2.json > $L/05-before-after.txt 2>&1
+  python3 runs/2026-11-25/scripts/compare.py $L/06-fused-before-1.json $L/06-fused-after-1.json $L/06-fused-before-2.json $L/06-fused-after-2.json > $L/06-before-after.txt 2>&1
   finish
   ;;
 recheck)
