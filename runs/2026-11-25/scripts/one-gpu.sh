@@ -22,8 +22,9 @@
 #                Triton) at 2 and 4 ranks
 #   PART=final   after the last change (carry .carry/threads.txz): the
 #                thread suite at GPU_TEST_RANKS=2, the one-region stress mode
-#                on both fused kernels at 2 and 4 ranks, lesson 06 at 4 and 8
-#                ranks
+#                on both fused kernels at 2 and 4 ranks, lesson 06 and the
+#                your_*_kernel examples at 4 ranks, lesson 06 at 8 (NO_N8=1
+#                leaves those out)
 #   PART=programs after issue 31's split: every program at $RANKS (default
 #                "1 4") ranks, the your_*_kernel examples, lesson 05's build
 #                from an empty cache and then cached
@@ -154,9 +155,13 @@ final)
   run 06-jit-f32-n4 120 "${R[@]}" $B/06_symm_primitive --build jit
   run 06-triton-f32-n4 120 "${R[@]}" $B/06b_symm_triton
   run 06-bad-input-n4 120 "${R[@]}" $B/06_symm_bench --build nvcc --bad-input
-  R=("${E32[@]}" NTHREADS=8 "${SHARE[@]}")
-  run 06-cuda-f32-n8 120 "${R[@]}" $B/06_symm_primitive --build nvcc
-  run 06-triton-f32-n8 120 "${R[@]}" $B/06b_symm_triton
+  run your-cuda-kernel-n4 120 "${R[@]}" $B/your_cuda_kernel
+  run your-triton-kernel-n4 120 "${R[@]}" $B/your_triton_kernel
+  if [ -z "${NO_N8:-}" ]; then
+    R=("${E32[@]}" NTHREADS=8 "${SHARE[@]}")
+    run 06-cuda-f32-n8 120 "${R[@]}" $B/06_symm_primitive --build nvcc
+    run 06-triton-f32-n8 120 "${R[@]}" $B/06b_symm_triton
+  fi
   finish
   ;;
 suite)

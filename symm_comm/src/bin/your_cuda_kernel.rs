@@ -146,6 +146,10 @@ fn your_kernel(ctx: &RankContext, _: &Args) -> Result<()> {
     let status = DeviceBytes::from_slice(&[i32::MIN])?;
     let (context_address, buffer_address) = (context.address(), buffer.as_ptr() as u64);
     let (count, rank_arg, status_address) = (COUNT as u64, rank as i32, status.address());
+    // Every rank's setup is done before any rank launches: DeviceBytes ends each
+    // write with cuCtxSynchronize, and ranks that share a GPU share its context,
+    // so a rank still writing would wait for a peer's kernel that waits for it.
+    ctx.barrier().context("Step 5: wait for every rank's setup")?;
     let mut launch = kernel::launch_builder(&stream, function);
     launch
         .arg(&context_address)
