@@ -35,9 +35,11 @@
 //! # How long a default sweep takes
 //!
 //! Issue 32 asks every default sweep to finish in 60 s at 1 and at 2 ranks
-//! on one H100. The estimate, from the code (not yet measured; the lead's
-//! runs will say), for `-b 8 -e 512M -f 2 -n 20 -w 5 --trials 5`: 27 sizes,
-//! each timed out of place and in place, for every series.
+//! on one H100. The estimate, from the code, for `-b 8 -e 512M -f 2 -n 20
+//! -w 5 --trials 5`: 27 sizes, each timed out of place and in place, for
+//! every series. (Measured on one H100, runs/2026-11-25/call87/times.txt,
+//! whole runs at 1 and 2 ranks: `02_allreduce_bench` 3 and 7 s,
+//! `03_alltoallv_bench` 2 and 6 s, `05_allreduce_bench` 8 and 11 s.)
 //!
 //! * **Operations.** Per size and placement: 5 warm-up operations, then 5
 //!   trials of 20 timed ones plus one untimed per round
@@ -148,6 +150,11 @@ pub struct SweepArgs {
     pub svg: Option<PathBuf>,
 }
 
+/// The largest `--max-bytes` a sweep takes: 1 TiB, more than any GPU holds,
+/// and small enough that the buffers' sizes (a few times the largest size,
+/// times the ranks on a GPU) cannot overflow.
+pub const MAX_SIZE: usize = 1 << 40;
+
 impl SweepArgs {
     /// The sizes of the sweep, in bytes: `min_bytes`, then × `factor` while
     /// not above `max_bytes`, each rounded down to whole elements of
@@ -160,6 +167,15 @@ impl SweepArgs {
                     self.min_bytes, self.max_bytes
                 ),
                 "swap them, or leave one out",
+            ));
+        }
+        if self.max_bytes > MAX_SIZE {
+            return Err(CannotRun::new(
+                format!(
+                    "--max-bytes {} is larger than any GPU's memory (the sweep takes at most {MAX_SIZE} bytes, 1 TiB)",
+                    self.max_bytes
+                ),
+                "give a size the GPU can hold four times over, such as 512M",
             ));
         }
         Ok(sweep_sizes(
@@ -398,6 +414,11 @@ pub fn time_rotating(
     for _ in 0..args.trials {
         let (mut ms, mut done) = (0f64, 0);
         for round in rounds(iters, regions) {
+            // Every rank has checked its last round (its operations are done)
+            // before any rank writes over its regions: a peer's last operation
+            // may have been reading this rank's, and not every kernel ends
+            // with a barrier between the ranks (a one-shot over LL does not).
+            ctx.barrier()?;
             prepare(round + 1)?;
             ctx.barrier()?;
             launch(0)?;
@@ -479,14 +500,22 @@ pub fn registration_about(mode: u8) -> &'static str {
 }
 
 /// Collective: fails with exit code 2 on every rank if any rank's GPU has
-/// less than `needed` bytes free (plus 256 MiB for NCCL's own buffers).
+/// less than `needed` bytes free (plus 256 MiB for NCCL's own buffers) for
+/// each of the ranks that share it.
 pub fn check_free_memory(ctx: &RankContext, needed: usize) -> Result<()> {
     let (free, _) = cudarc::driver::result::mem_get_info().context("cuMemGetInfo")?;
-    ctx.all_ok(if needed + (256 << 20) > free {
+    let sharing = ctx.ranks_per_gpu().max(1);
+    let all = needed.saturating_add(256 << 20).saturating_mul(sharing);
+    ctx.all_ok(if all > free {
         Err(CannotRun::new(
             format!(
-                "the sweep needs {needed} bytes of buffers on GPU {}, and {free} are free",
-                ctx.device()
+                "the sweep needs {needed} bytes of buffers on GPU {}{}, and {free} are free",
+                ctx.device(),
+                if sharing > 1 {
+                    format!(" for each of the {sharing} ranks that share it")
+                } else {
+                    String::new()
+                }
             ),
             "use a smaller --max-bytes (each buffer holds up to 4 times the largest size, to rotate past L2)",
         )
@@ -517,7 +546,10 @@ pub fn fit_to_memory(
     let room = share / buffers.max(1) / (1 << 20) * (1 << 20);
     let fits = room.min(wanted).max(minimum);
     let per_buffer = min_over_ranks(ctx, fits as u64)? as usize;
-    check_free_memory(ctx, buffers * per_buffer + extra)?;
+    check_free_memory(
+        ctx,
+        buffers.saturating_mul(per_buffer).saturating_add(extra),
+    )?;
     if per_buffer < wanted && ctx.is_root() {
         eprintln!(
             "note: each of the {buffers} buffers holds {per_buffer} bytes, not the {wanted} that rotate past L2 at every size: \
@@ -679,6 +711,17 @@ mod tests {
         assert_eq!(sweep_sizes(8, 8, 2, 8), vec![8]);
         assert_eq!(sweep_sizes(8, 512 << 20, 2, 4).len(), 27);
         assert_eq!(sweep_sizes(usize::MAX / 2, usize::MAX, 4, 1).len(), 1);
+    }
+
+    #[test]
+    fn a_size_beyond_any_gpu_cannot_run() {
+        let cli = Cli::try_parse_from(["bench", "-e", "2048G"]).unwrap();
+        let err = cli.sweep.sizes(4).unwrap_err();
+        assert!(err
+            .reason
+            .contains("--max-bytes 2199023255552 is larger than any GPU's memory"));
+        let cli = Cli::try_parse_from(["bench", "-e", "1024G"]).unwrap();
+        assert_eq!(cli.sweep.sizes(4).unwrap().last(), Some(&MAX_SIZE));
     }
 
     #[test]
