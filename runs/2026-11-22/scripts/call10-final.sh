@@ -19,8 +19,8 @@ for lesson in 01_allreduce_ub 02_allreduce_sm 03_alltoallv_sm 04_vmm_raw 05_devi
   run $lesson-threads 120 env NTHREADS=2 $B/$lesson
   run $lesson-mpi 120 mpirun -np 2 $M/$lesson
 done
-run 05-fast-threads 60 env NTHREADS=2 $B/05_device_lsa --kernel fast
-run 05-fast-mpi 60 mpirun -np 2 $M/05_device_lsa --kernel fast
+run 05-fast-threads 60 env NTHREADS=2 $B/05b_lsa_fast
+run 05-fast-mpi 60 mpirun -np 2 $M/05b_lsa_fast
 run 02-win-enable-0-threads 60 env NCCL_WIN_ENABLE=0 NTHREADS=2 $B/02_allreduce_sm
 run 02-win-enable-0-mpi 60 mpirun -np 2 -x NCCL_WIN_ENABLE=0 $M/02_allreduce_sm
 run 02-one-rank 60 env NTHREADS=1 $B/02_allreduce_sm

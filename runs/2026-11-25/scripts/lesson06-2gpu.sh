@@ -32,9 +32,9 @@ for dtype in f32 bf16; do
   run 06-2.28.9-nvcc-$dtype 300 $H9 NTHREADS=2 $B/06_symm_primitive --build nvcc --dtype $dtype
   run 06-2.32.3-jit-$dtype 300 $H32 NTHREADS=2 $B/06_symm_primitive --build jit --dtype $dtype
   run 06-2.32.3-jit-mpi-$dtype 300 $H32 $MPI $M/06_symm_primitive --build jit --dtype $dtype
-  run 06-nvshmem-$dtype 300 $HN $MPI $M/06_symm_primitive --backend nvshmem --dtype $dtype
+  run 06-nvshmem-$dtype 300 $HN $MPI $M/06c_symm_nvshmem --dtype $dtype
 done
-run 06-nvshmem-threads-expect-2 60 $HN NTHREADS=2 $B/06_symm_primitive --backend nvshmem
+run 06-nvshmem-threads-expect-2 60 $HN NTHREADS=2 $B/06c_symm_nvshmem
 run 06-bad-input 300 env NTHREADS=2 $B/06_symm_bench --build nvcc --bad-input
 run 06-bench-2.28.3 600 env NTHREADS=2 $B/06_symm_bench --build nvcc -b 8 -e 512M -f 2 \
   --json $L/06-bench-2.28.3.json --svg $L/06-bench-2.28.3.svg

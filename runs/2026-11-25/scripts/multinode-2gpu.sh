@@ -77,7 +77,7 @@ every_program() {
   emu $tag-03-bench 300 "$@" -- $M/03_alltoallv_bench -b 1K -e 64M -f 8
   emu $tag-04 120 "$@" -- $M/04_vmm_raw
   emu $tag-05-simple 300 "$@" -- $M/05_device_lsa
-  emu $tag-05-fast 300 "$@" -- $M/05_device_lsa --kernel fast
+  emu $tag-05-fast 300 "$@" -- $M/05b_lsa_fast
   emu $tag-05-bench 300 "$@" -- $M/05_allreduce_bench --kernels nccl,simple,fast -b 8 -e 64M -f 8
   # Lesson 06 and its benchmark, where built (issue 25 asks the same of them as of 05).
   [ -x $M/06_symm_primitive ] && emu $tag-06 300 "$@" -- $M/06_symm_primitive
@@ -118,7 +118,7 @@ else
 fi
 
 # --- one node, the same binaries, for contrast (05 must verify there) ---
-run one-node-05-fast 300 mpirun -np $RANKS $M/05_device_lsa --kernel fast; key one-node-05-fast
+run one-node-05-fast 300 mpirun -np $RANKS $M/05b_lsa_fast; key one-node-05-fast
 
 # --- the emulated GPU tests of the MPI build (GPU_TEST_RANKS: the ranks above) ---
 if [ -x .gpu/run-tests-mpi ]; then

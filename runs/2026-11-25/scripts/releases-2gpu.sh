@@ -27,13 +27,13 @@ for v in "${releases[@]}"; do
   for lesson in 01_allreduce_ub 02_allreduce_sm 03_alltoallv_sm 04_vmm_raw 05_device_lsa; do
     run $v-$lesson 300 $E NTHREADS=2 $B/$lesson
   done
-  run $v-05-fast 300 $E NTHREADS=2 $B/05_device_lsa --kernel fast
+  run $v-05-fast 300 $E NTHREADS=2 $B/05b_lsa_fast
   run $v-02-bench 300 $E NTHREADS=2 $B/02_allreduce_bench -b 8 -e 512M -f 2 --json $L/$v-02-bench.json
   if [ $v = 2.28.3 ] || [ $v = 2.32.3 ]; then
     for lesson in 01_allreduce_ub 02_allreduce_sm 03_alltoallv_sm 04_vmm_raw 05_device_lsa; do
       run $v-$lesson-mpi 300 $E mpirun -np 2 $X $M/$lesson
     done
-    run $v-05-fast-mpi 300 $E mpirun -np 2 $X $M/05_device_lsa --kernel fast
+    run $v-05-fast-mpi 300 $E mpirun -np 2 $X $M/05b_lsa_fast
     run $v-03-bench 300 $E NTHREADS=2 $B/03_alltoallv_bench --json $L/$v-03-bench.json
     run $v-05-bench 300 $E NTHREADS=2 $B/05_allreduce_bench --json $L/$v-05-bench.json
     run $v-02-bench-mpi 300 $E mpirun -np 2 $X $M/02_allreduce_bench --json $L/$v-02-bench-mpi.json

@@ -14,13 +14,13 @@ part() { [ -z "${PART:-}" ] || [ "$PART" = "$1" ]; }
 mkdir -p /tmp/n /tmp/l06 && tar xJf .nccl/nccl-2.32.3.tar.xz -C /tmp/n && tar xJf .carry/l06.txz -C /tmp/l06
 export NCCL_HOME=/tmp/n/nccl-2.32.3 TRITON_PYTHON=/opt/torch/.venv/bin/python XDG_CACHE_HOME=/tmp/cache
 T=/tmp/l06/bin Q=/tmp/l06/mpi
-part 1 && run lesson-triton-f32 300 env NTHREADS=2 $T/06_symm_primitive --kernel triton
-part 1 && run lesson-triton-bf16 300 env NTHREADS=2 $T/06_symm_primitive --kernel triton --dtype bf16
-part 1 && run lesson-triton-mpi 300 mpirun -np 2 -x NCCL_HOME -x TRITON_PYTHON -x XDG_CACHE_HOME $Q/06_symm_primitive --kernel triton
-part 1 && run lesson-cuda-f32 300 env NTHREADS=2 $T/06_symm_primitive --kernel cuda --build nvcc
+part 1 && run lesson-triton-f32 300 env NTHREADS=2 $T/06b_symm_triton
+part 1 && run lesson-triton-bf16 300 env NTHREADS=2 $T/06b_symm_triton --dtype bf16
+part 1 && run lesson-triton-mpi 300 mpirun -np 2 -x NCCL_HOME -x TRITON_PYTHON -x XDG_CACHE_HOME $Q/06b_symm_triton
+part 1 && run lesson-cuda-f32 300 env NTHREADS=2 $T/06_symm_primitive --build nvcc
 S="-b 8M -e 512M -f 4 -n 8 -w 2 --trials 3"
 part 1 && run bench-f32 280 env NTHREADS=2 $T/06_symm_bench --build nvcc --contenders fused,triton,unfused-nccl $S --json $L/bench-f32.json
 part 2 && run bench-bf16 280 env NTHREADS=2 $T/06_symm_bench --build nvcc --dtype bf16 --contenders fused,triton,unfused-nccl $S --json $L/bench-bf16.json
 part 2 && run stress 200 env NTHREADS=2 $T/06_symm_bench --build nvcc --contenders fused,triton --stress 500 -b 64K -e 64M -f 8
-part 2 && run memcheck-triton 200 compute-sanitizer --tool memcheck --report-api-errors no env NTHREADS=2 $T/06_symm_primitive --kernel triton
+part 2 && run memcheck-triton 200 compute-sanitizer --tool memcheck --report-api-errors no env NTHREADS=2 $T/06b_symm_triton
 tar czf "$OUT/$CALL.tgz" -C "$OUT" "$CALL" && rm -rf "$L"
