@@ -34,7 +34,7 @@ use cudarc::driver::{sys as cu_sys, CudaContext};
 use device_build::shim::{check_lsa_team, DevComm, Shim};
 use device_build::{cache, Env, Module};
 use symm_comm::codes;
-use symm_comm::context::{bytes_of, DeviceBytes, NcclSymmContext, SymmContext, BACKEND_NCCL};
+use symm_comm::context::{address, bytes_of, NcclSymmContext, SymmContext, BACKEND_NCCL};
 use symm_primitive::launch::LayerArgs;
 use symm_primitive::reference::{self, Layer};
 use symm_primitive::{triton, Dtype, CACHE_NAME};
@@ -155,7 +155,10 @@ fn symm_triton_lesson(ctx: &RankContext, args: &Args) -> Result<()> {
     // nodes the device API needs its GIN half): exit 2 then.
     ctx.all_ok(check_lsa_team(dev_comm.lsa_size(), ctx.size()).map_err(Into::into))?;
     // The context points at the device communicator: its bytes go to the GPU.
-    let dev_comm_copy = DeviceBytes::from_slice(dev_comm.kernel_arg())
+    // NOTE: every copy here is on the rank's stream, so it lands before the
+    // kernel launched next on that stream (cudarc's CudaSlice).
+    let dev_comm_copy = stream
+        .clone_htod(dev_comm.kernel_arg())
         .context("Step 3: copy the device communicator to the GPU")?;
     ctx.println_ordered(format!(
         "  Rank {rank} set up its symmetric buffer ({} MiB)",
@@ -171,7 +174,9 @@ fn symm_triton_lesson(ctx: &RankContext, args: &Args) -> Result<()> {
     // Step 5: Write the context the kernel reads (SymmContext, then NCCL's fields) into device memory.
     // NOTE: the grid barrier's two words must start zeroed and belong to
     // this context alone.
-    let grid_sync = DeviceBytes::zeroed(8).context("Step 5: grid-barrier words")?;
+    let grid_sync = stream
+        .alloc_zeros::<u8>(8)
+        .context("Step 5: grid-barrier words")?;
     let context = NcclSymmContext {
         base: SymmContext {
             kind: BACKEND_NCCL,
@@ -180,27 +185,30 @@ fn symm_triton_lesson(ctx: &RankContext, args: &Args) -> Result<()> {
         },
         buffer_window: window.as_raw().cast(),
         signal_window: std::ptr::null_mut(),
-        dev_comm: dev_comm_copy.address(),
+        dev_comm: address(&dev_comm_copy),
         local_buffer: buffer.as_ptr() as u64,
         buffer_size: bytes as u64,
         device_idx: ctx.device() as i32,
         reserved: 0,
-        grid_sync: grid_sync.address(),
+        grid_sync: address(&grid_sync),
     };
-    let context =
-        DeviceBytes::from_slice(&bytes_of(&context)).context("Step 5: copy the context")?;
+    let context = stream
+        .clone_htod(&bytes_of(&context))
+        .context("Step 5: copy the context")?;
 
     // Step 6: Upload this rank's inputs: activations, weight rows, residual and RMSNorm weight.
-    let x = DeviceBytes::from_slice(&reference::activations(&LAYER, rank))
-        .context("Step 6: activations")?;
-    let w =
-        DeviceBytes::from_slice(&reference::weights(&LAYER, rank)).context("Step 6: weights")?;
-    let residual = DeviceBytes::from_slice(&reference::encode(&reference::residual(&LAYER), dtype))
-        .context("Step 6: residual")?;
-    let gamma =
-        DeviceBytes::from_slice(&reference::gamma(&LAYER)).context("Step 6: RMSNorm weight")?;
-    let out = DeviceBytes::zeroed(bytes).context("Step 6: output")?;
-    let status = DeviceBytes::from_slice(&[i32::MIN]).context("Step 6: status word")?;
+    let x = stream.clone_htod(&reference::activations(&LAYER, rank));
+    let x = x.context("Step 6: activations")?;
+    let w = stream.clone_htod(&reference::weights(&LAYER, rank));
+    let w = w.context("Step 6: weights")?;
+    let residual = stream.clone_htod(&reference::encode(&reference::residual(&LAYER), dtype));
+    let residual = residual.context("Step 6: residual")?;
+    let gamma = stream.clone_htod(&reference::gamma(&LAYER));
+    let gamma = gamma.context("Step 6: RMSNorm weight")?;
+    let out = stream.alloc_zeros::<u8>(bytes).context("Step 6: output")?;
+    let status = stream
+        .clone_htod(&[i32::MIN])
+        .context("Step 6: status word")?;
 
     // Step 7: Launch the Triton kernel cooperatively: compute, symm_all_reduce, residual + RMSNorm.
     // NOTE: symm_all_reduce waits for every block of the grid, so the grid
@@ -222,20 +230,20 @@ fn symm_triton_lesson(ctx: &RankContext, args: &Args) -> Result<()> {
         );
     }
     let layer_args = LayerArgs {
-        context: context.address(),
+        context: address(&context),
         buffer: buffer.as_ptr() as u64,
         byte_offset: 0,
-        x: x.address(),
-        w: w.address(),
-        residual: residual.address(),
-        gamma: gamma.address(),
-        out: out.address(),
+        x: address(&x),
+        w: address(&w),
+        residual: address(&residual),
+        gamma: address(&gamma),
+        out: address(&out),
         tokens: LAYER.tokens as i32,
         hidden: LAYER.hidden as i32,
         k: LAYER.k as i32,
         eps: LAYER.eps,
         dtype: dtype.code(),
-        status: status.address(),
+        status: address(&status),
     };
     // SAFETY: every address is live device memory of the layer's sizes.
     unsafe { triton::launch(kernel, meta, blocks, &stream, layer_args) }
@@ -243,8 +251,10 @@ fn symm_triton_lesson(ctx: &RankContext, args: &Args) -> Result<()> {
     stream
         .synchronize()
         .context("Step 7: wait for the kernel")?;
-    let mut code = [0i32];
-    status.read(&mut code).context("Step 7: read the status")?;
+    // A copy into pageable memory (a Vec) returns once it is done.
+    let code = stream
+        .clone_dtoh(&status)
+        .context("Step 7: read the status")?;
     ctx.all_ok(if code[0] == codes::OK {
         Ok(())
     } else {
@@ -258,13 +268,12 @@ fn symm_triton_lesson(ctx: &RankContext, args: &Args) -> Result<()> {
 
     // Step 8: Verify every output and new-residual element on every rank against the CPU reference.
     let (want_out, want_residual) = reference::expected(&LAYER, size, dtype);
-    let mut got = vec![0u8; bytes];
-    out.read(&mut got).context("Step 8: copy the output")?;
-    let got_out = reference::decode(&got, dtype);
-    residual
-        .read(&mut got)
+    let got_out = stream.clone_dtoh(&out).context("Step 8: copy the output")?;
+    let got_residual = stream
+        .clone_dtoh(&residual)
         .context("Step 8: copy the residual")?;
-    let got_residual = reference::decode(&got, dtype);
+    let got_out = reference::decode(&got_out, dtype);
+    let got_residual = reference::decode(&got_residual, dtype);
     let checked = reference::check_close("new residual", &got_residual, &want_residual, 0.0)
         .and_then(|()| {
             reference::check_close(

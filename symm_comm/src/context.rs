@@ -2,13 +2,13 @@
 //! header declares them (`#[repr(C)]`; the tests check every offset against
 //! the numbers the header's `static_assert`s check on the device side), their
 //! bytes as the device reads them, written field by field by one macro
-//! ([`bytes_of`]), and the device memory they are written to.
+//! ([`bytes_of`]), and the device address of the memory they are written
+//! to ([`address`]: a `CudaSlice` that cudarc copies on the rank's stream).
 
 use std::ffi::c_void;
 use std::mem::{offset_of, size_of};
 
-use anyhow::{Context, Result};
-use cudarc::driver::{result as cu, sys as cu_sys};
+use cudarc::driver::{CudaSlice, DevicePtr};
 
 /// `SymmContext::type` of the NCCL backend.
 pub const BACKEND_NCCL: i32 = 0;
@@ -141,100 +141,16 @@ device_bytes_by_field!(NvshmemSymmContext {
     grid_sync,
 });
 
-/// Device memory from `cuMemAlloc`, freed on drop.
-pub struct DeviceBytes {
-    ptr: cu_sys::CUdeviceptr,
-    len: usize,
-}
-
-/// Waits until every write the driver has taken is in device memory.
+/// The device address of `slice`, for a kernel argument or a context field.
 ///
-/// NOTE: `cuMemsetD8` and `cuMemcpyHtoD` from pageable memory return before
-/// their device writes are done, and they run on the legacy default stream,
-/// which the lessons' streams (cudarc makes them non-blocking) do not wait
-/// for. A kernel launched next on such a stream could run before, or under,
-/// the write: call 17 saw poisoned outputs left over the fused kernel's from
-/// 32 MiB up, where the memset took longer than the launch. So every write
-/// here ends with `cuCtxSynchronize`.
-pub fn settled() -> Result<()> {
-    cu::ctx::synchronize().context("cuCtxSynchronize (let the writes land)")
-}
-
-impl DeviceBytes {
-    /// `len` bytes of device memory, zeroed.
-    pub fn zeroed(len: usize) -> Result<Self> {
-        // SAFETY: a context is current (the caller bound its GPU).
-        let ptr = unsafe { cu::malloc_sync(len.max(1)) }.context("cuMemAlloc")?;
-        let bytes = Self { ptr, len };
-        // SAFETY: `ptr` holds `len` bytes.
-        unsafe { cu::memset_d8_sync(ptr, 0, len) }.context("cuMemsetD8")?;
-        settled()?;
-        Ok(bytes)
-    }
-
-    /// Device memory holding a copy of `data`.
-    pub fn from_slice<T: Copy>(data: &[T]) -> Result<Self> {
-        let bytes = Self::zeroed(std::mem::size_of_val(data))?;
-        // SAFETY: the allocation holds exactly size_of_val(data) bytes.
-        unsafe { cu::memcpy_htod_sync(bytes.ptr, data) }.context("cuMemcpyHtoD")?;
-        settled()?;
-        Ok(bytes)
-    }
-
-    /// Copies the device bytes into `out` (`out` must not be larger).
-    pub fn read<T: Copy>(&self, out: &mut [T]) -> Result<()> {
-        anyhow::ensure!(std::mem::size_of_val(out) <= self.len, "read past the end");
-        // SAFETY: bounds checked above.
-        unsafe { cu::memcpy_dtoh_sync(out, self.ptr) }.context("cuMemcpyDtoH")
-    }
-
-    /// Overwrites the first bytes with `data`.
-    pub fn write<T: Copy>(&self, data: &[T]) -> Result<()> {
-        anyhow::ensure!(
-            std::mem::size_of_val(data) <= self.len,
-            "write past the end"
-        );
-        // SAFETY: bounds checked above.
-        unsafe { cu::memcpy_htod_sync(self.ptr, data) }.context("cuMemcpyHtoD")?;
-        settled()
-    }
-
-    /// Copies the device bytes at `offset` into `out`.
-    pub fn read_at(&self, offset: usize, out: &mut [u8]) -> Result<()> {
-        anyhow::ensure!(offset + out.len() <= self.len, "read past the end");
-        // SAFETY: bounds checked above.
-        unsafe { cu::memcpy_dtoh_sync(out, self.ptr + offset as u64) }.context("cuMemcpyDtoH")
-    }
-
-    /// Overwrites the bytes at `offset` with `data`.
-    pub fn write_at(&self, offset: usize, data: &[u8]) -> Result<()> {
-        anyhow::ensure!(offset + data.len() <= self.len, "write past the end");
-        // SAFETY: bounds checked above.
-        unsafe { cu::memcpy_htod_sync(self.ptr + offset as u64, data) }.context("cuMemcpyHtoD")?;
-        settled()
-    }
-
-    /// The device address.
-    pub fn address(&self) -> u64 {
-        self.ptr
-    }
-
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-}
-
-impl Drop for DeviceBytes {
-    fn drop(&mut self) {
-        // SAFETY: allocated by cuMemAlloc and not used after this.
-        if let Err(err) = unsafe { cu::free_sync(self.ptr) } {
-            eprintln!("warning: cleanup: cuMemFree: {err}");
-        }
-    }
+/// NOTE: cudarc orders a slice's uses across streams with events, recorded
+/// when the guard `device_ptr` returns is dropped; it is dropped here at
+/// once, so use the address only on the slice's own stream (every program
+/// here does: one stream per rank), where stream order alone puts the kernel
+/// after the uploads and the frees after the kernel.
+pub fn address<T>(slice: &CudaSlice<T>) -> u64 {
+    let (address, _record) = slice.device_ptr(slice.stream());
+    address
 }
 
 #[cfg(test)]

@@ -98,6 +98,7 @@ use bench::report::{Row, Series};
 use bench::{
     across_ranks, sum_over_ranks, time_rotating, Collective, Placement, Sample, SweepArgs,
 };
+use benchmarks::device_bytes::DeviceBytes;
 use common::nccl::{nccl_stream, sys, NcclCheck};
 use common::setup;
 use common::{CannotRun, Lesson, NcclVersion, Needs, RankContext};
@@ -111,8 +112,7 @@ use lsa_fast::fast::{self, FastKernels, FastOptions};
 use lsa_fast::launch::AllReduceArgs;
 use symm_comm::codes::{self, Call};
 use symm_comm::context::{
-    bytes_of, DeviceBytes, NcclSymmContext, NvshmemSymmContext, SymmContext, BACKEND_NCCL,
-    BACKEND_NVSHMEM,
+    bytes_of, NcclSymmContext, NvshmemSymmContext, SymmContext, BACKEND_NCCL, BACKEND_NVSHMEM,
 };
 use symm_comm::nvshmem;
 use symm_primitive::launch::{self, AllReduceCall, LayerArgs};

@@ -31,7 +31,7 @@ use cudarc::driver::{result as cu, CudaContext, LaunchConfig};
 use device_build::shim::{check_lsa_team, DevComm, Shim};
 use device_build::Module;
 use symm_comm::codes;
-use symm_comm::context::{bytes_of, DeviceBytes, NcclSymmContext, SymmContext, BACKEND_NCCL};
+use symm_comm::context::{address, bytes_of, NcclSymmContext, SymmContext, BACKEND_NCCL};
 
 /// Your Triton kernel and its ahead-of-time build.
 const SCRIPT: &str = include_str!("your_triton_kernel.py");
@@ -96,10 +96,11 @@ fn your_kernel(ctx: &RankContext, _: &Args) -> Result<()> {
     let shim = Shim::direct(&nccl.path, symm_comm::triton::NCCL)?;
     let dev_comm = DevComm::create(&shim, &comm, 1, None).context("Step 3: ncclDevCommCreate")?;
     ctx.all_ok(check_lsa_team(dev_comm.lsa_size(), size).map_err(Into::into))?;
-    let dev_comm_copy = DeviceBytes::from_slice(dev_comm.kernel_arg())?;
+    // Copies on the rank's stream land before the kernel launched on it.
+    let dev_comm_copy = stream.clone_htod(dev_comm.kernel_arg())?;
 
     // Step 4: Write the context your kernel takes, with two zeroed grid-barrier words.
-    let grid_sync = DeviceBytes::zeroed(8)?;
+    let grid_sync = stream.alloc_zeros::<u8>(8)?;
     let context = NcclSymmContext {
         base: SymmContext {
             kind: BACKEND_NCCL,
@@ -108,26 +109,31 @@ fn your_kernel(ctx: &RankContext, _: &Args) -> Result<()> {
         },
         buffer_window: window.as_raw().cast(),
         signal_window: std::ptr::null_mut(),
-        dev_comm: dev_comm_copy.address(),
+        dev_comm: address(&dev_comm_copy),
         local_buffer: buffer.as_ptr() as u64,
         buffer_size: (COUNT * 4) as u64,
         device_idx: ctx.device() as i32,
         reserved: 0,
-        grid_sync: grid_sync.address(),
+        grid_sync: address(&grid_sync),
     };
-    let context = DeviceBytes::from_slice(&bytes_of(&context)).context("Step 4: the context")?;
+    let context = stream
+        .clone_htod(&bytes_of(&context))
+        .context("Step 4: the context")?;
 
     // Step 5: Launch cooperatively, with Triton's two hidden scratch pointers (NULL).
     let multiprocessors = gpu.attribute(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)? as u32;
     let blocks = ctx.share_of_gpu(multiprocessors).clamp(1, 8);
-    let status = DeviceBytes::from_slice(&[i32::MIN])?;
-    let (context_address, buffer_address) = (context.address(), buffer.as_ptr() as u64);
-    let (count, rank_arg, status_address) = (COUNT as i64, rank as i32, status.address());
+    let status = stream.clone_htod(&[i32::MIN])?;
+    let (context_address, buffer_address) = (address(&context), buffer.as_ptr() as u64);
+    let (count, rank_arg, status_address) = (COUNT as i64, rank as i32, address(&status));
     let no_scratch = 0u64;
-    // Every rank's setup is done before any rank launches: DeviceBytes ends each
-    // write with cuCtxSynchronize, and ranks that share a GPU share its context,
-    // so a rank still writing would wait for a peer's kernel that waits for it.
-    ctx.barrier().context("Step 5: wait for every rank's setup")?;
+    // Every rank's setup is done before any rank launches. Nothing here waits
+    // for the whole CUDA context any more (every copy is on the rank's stream),
+    // but ranks that share a GPU share its context, and a setup call that did
+    // would wait for a peer's kernel that waits for this rank (call 83): cheap
+    // insurance.
+    ctx.barrier()
+        .context("Step 5: wait for every rank's setup")?;
     let mut launch = kernel::launch_builder(&stream, function);
     launch
         .arg(&context_address)
@@ -147,10 +153,10 @@ fn your_kernel(ctx: &RankContext, _: &Args) -> Result<()> {
     stream
         .synchronize()
         .context("Step 5: wait for the kernel")?;
+    // A copy into pageable memory (a Vec) returns once it is done.
+    let code = stream.clone_dtoh(&status)?;
 
     // Step 6: Check the return code and every element on every rank.
-    let mut code = [0i32];
-    status.read(&mut code)?;
     ctx.all_ok(match code[0] {
         codes::OK => Ok(()),
         c => Err(anyhow::anyhow!(
