@@ -67,7 +67,7 @@ pub struct Found {
 }
 
 /// The fix named whenever NVSHMEM is not found.
-pub const INSTALL: &str = "pip install nvidia-nvshmem-cu13 into the active Python environment (VIRTUAL_ENV), or set NVSHMEM_HOME to a directory with lib/libnvshmem_host.so.3, lib/libnvshmem_device.a and include/nvshmem.h; or use --backend nccl";
+pub const INSTALL: &str = "pip install nvidia-nvshmem-cu13 into the active Python environment (VIRTUAL_ENV), or set NVSHMEM_HOME to a directory with lib/libnvshmem_host.so.3, lib/libnvshmem_device.a and include/nvshmem.h; or use the NCCL backend (06_symm_primitive, or 06_symm_bench without --backend nvshmem)";
 
 /// Finds NVSHMEM, or says where it looked and how to install it (exit 2).
 pub fn find(search: &Search) -> Result<Found, CannotRun> {
@@ -363,7 +363,7 @@ pub fn compile_into(target: &Target, dir: &Path) -> Result<()> {
                     target.nvshmem.root.display(),
                     log.lines().take(40).collect::<Vec<_>>().join("\n")
                 ),
-                "use NVSHMEM 3.4.5 or 3.8.0 (pip install nvidia-nvshmem-cu13), or --backend nccl",
+                "use NVSHMEM 3.4.5 or 3.8.0 (pip install nvidia-nvshmem-cu13), or the NCCL backend (06_symm_primitive)",
             )
         })?;
     let archive = std::fs::read(&target.nvshmem.device_library)
@@ -895,7 +895,7 @@ mod tests {
             "{err}"
         );
         assert!(err.fix.contains("pip install nvidia-nvshmem-cu13"), "{err}");
-        assert!(err.fix.contains("--backend nccl"), "{err}");
+        assert!(err.fix.contains("or use the NCCL backend (06_symm_primitive"), "{err}");
     }
 
     #[test]
