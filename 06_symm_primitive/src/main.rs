@@ -134,6 +134,8 @@ fn symm_primitive_lesson(ctx: &RankContext, args: &Args) -> Result<()> {
             built.build.seconds, built.route
         );
     }
+    // The exact commands (nvcc, or NVRTC and nvJitLink), or the cached files used.
+    built.print_commands(ctx);
     let shim = built.dev_comm_maker()?;
     ctx.println_root(format!(
         "Layer: {} tokens x {} features, {} input features per rank, {}",

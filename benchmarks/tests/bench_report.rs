@@ -6,9 +6,9 @@
 //! is tested without one in `src/bin/06_symm_bench.rs`.
 //!
 //! Before the fix every JSON the benchmark's layer-tail runs left in
-//! `runs/2026-11-25` (calls 24 to 35) holds `"series": []`; with it, this
-//! test passed in the thread suite at 2 ranks on one H100
-//! (`runs/2026-11-25/call74/suite-threads-n2.log`).
+//! `runs/2026-11-25` (calls 24, 32 and 35) holds `"series": []`; with it,
+//! this test passed in the thread suite at 2 ranks on one H100
+//! (`runs/2026-11-25/call74/suite-threads-n2.log`, and again in call 86).
 
 use bench::report::Report;
 use testkit::{gpu_ranks, LessonUnderTest};

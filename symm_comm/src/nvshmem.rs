@@ -895,7 +895,11 @@ mod tests {
             "{err}"
         );
         assert!(err.fix.contains("pip install nvidia-nvshmem-cu13"), "{err}");
-        assert!(err.fix.contains("or use the NCCL backend (06_symm_primitive"), "{err}");
+        assert!(
+            err.fix
+                .contains("or use the NCCL backend (06_symm_primitive"),
+            "{err}"
+        );
     }
 
     #[test]

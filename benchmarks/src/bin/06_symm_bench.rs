@@ -50,8 +50,10 @@
 //!
 //! # How long a default sweep takes
 //!
-//! Issue 32: at most 60 s at 1 and at 2 ranks on one H100. Estimated from
-//! the code (the lead's runs will measure it), defaults `-b 8 -e 512M -n 20
+//! Issue 32: at most 60 s at 1 and at 2 ranks on one H100. Measured there
+//! (runs/2026-11-25/call87/times.txt, whole runs, kernels cached): 16 s at
+//! 1 rank and 32 s at 2 in float32; `--dtype bf16` (without Triton) 32 s and
+//! 57 s. Estimated from the code before that run, defaults `-b 8 -e 512M -n 20
 //! -w 5 --trials 5`, float32, 27 sizes, 4 layer-tail contenders (fused,
 //! unfused05, unfused-nccl, symm-layer) and 3 AllReduce ones (two
 //! placements each).
@@ -83,7 +85,9 @@
 //! 512 MiB, say 4 ms at 2 ranks sharing the GPU: 2 × 140 × 4 ms = 1.1 s
 //! per contender, 4.5 s for the four, plus 0.5 s of checks; the AllReduce
 //! half as `05_allreduce_bench`'s `nccl` and `fast`: about 5 s. About 20 s
-//! at 2 ranks, plus NCCL's start and the kernels' build when not cached.
+//! at 2 ranks, plus NCCL's start and the kernels' build when not cached;
+//! the run took 32 s, the CPU reference probably more than the 6 s counted
+//! here (not measured apart).
 
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicU8, Ordering};
@@ -575,6 +579,7 @@ fn bench(ctx: &RankContext, args: &Args) -> Result<()> {
             if ctx.is_root() {
                 eprintln!("note: build route: {} ({})", chosen.plan.name(), chosen.why);
             }
+            built.print_commands(ctx);
             let module = Module::load(&built.cubin(&symm_primitive::source()))?;
             let mut kernels = kernels(&module)?;
             // The Triton kernel, built (rank 0 first) and loaded when timed.

@@ -210,7 +210,7 @@ mpi)
   # (FAULTS_ONLY=1: the fault matrix alone.)
   [ -z "${FAULTS_ONLY:-}" ] && run suite-mpi-n$R ${SUITE_LIMIT:-400} "${SUITE[@]}" -E 'not test(/fault/)'
   # A suite stopped at its limit leaves its processes behind, and the
-  # daemon's quit waits for every client (call 49's restart timed out so).
+  # daemon's quit waits for every client (a restart once timed out so).
   pkill -9 -f "$G/mpi/bin/" 2>/dev/null; pkill -9 -f /tmp/nextest-archive 2>/dev/null; sleep 2
   run mps-restart 60 sh -c 'echo quit | nvidia-cuda-mps-control; sleep 1; nvidia-cuda-mps-control -d'
   run suite-mpi-faults-n$R ${SUITE_LIMIT:-200} "${SUITE[@]}" -E 'test(/fault/)'

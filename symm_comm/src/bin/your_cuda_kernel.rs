@@ -13,7 +13,7 @@
 //! ```
 //!
 //! Needs nvcc and the loaded NCCL's headers (2.28+), or NCCL 2.32.3 with the
-//! NVRTC and nvJitLink wheels, as lesson 05. Left out: NVSHMEM (lesson 06
+//! NVRTC and nvJitLink wheels, as lesson 05. Left out: NVSHMEM (lesson 06c
 //! shows it), bfloat16, and a grid agreed between GPUs of different sizes.
 
 use std::process::ExitCode;
@@ -108,6 +108,7 @@ fn your_kernel(ctx: &RankContext, _: &Args) -> Result<()> {
     let built = cache::root_first(ctx, "Step 2: build", || {
         program::build_chosen(Build::Auto, &mut chosen, &cache, capability, &device_code)
     })?;
+    built.print_commands(ctx); // the exact compiler commands, on rank 0's stderr
     let module = Module::load(&built.cubin(&source())).context("Step 2: load the module")?;
     let function = module.function("sum_then_add_one")?;
 

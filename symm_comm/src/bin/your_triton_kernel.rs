@@ -16,8 +16,8 @@
 //! Needs a Hopper GPU or newer, NCCL 2.32.3 (its `libnccl_device.bc` beside
 //! `libnccl.so.2`, as the pip wheel has it) and a Python with Triton 3.6
 //! (`TRITON_PYTHON`, else `python3`). Left out: the build cache and the
-//! checks lesson 06 makes of the interpreter and of the compiled kernel's
-//! parameters (`06_symm_primitive/src/triton.rs`).
+//! checks lesson 06b makes of the interpreter and of the compiled kernel's
+//! parameters (through `06_symm_primitive/src/triton.rs`).
 
 use std::path::Path;
 use std::process::{Command, ExitCode};
@@ -84,6 +84,11 @@ fn your_kernel(ctx: &RankContext, _: &Args) -> Result<()> {
     let dir = tempfile::tempdir().context("Step 2: a build directory")?;
     let compiled = compile(dir.path(), major * 10 + minor, &nccl_bitcode);
     let (name, threads, shared, cubin) = ctx.all_ok(compiled.context("Step 2"))?;
+    // Above 48 KiB of shared memory a launch needs cuFuncSetAttribute first (06b does it).
+    anyhow::ensure!(
+        shared <= 48 << 10,
+        "the kernel wants {shared} bytes of shared memory; this example launches up to 48 KiB"
+    );
     // SAFETY: a context is current (Step 1); `cubin` is a complete ELF image.
     let module = Module::adopt(unsafe { cu::module::load_data(cubin.as_ptr().cast()) }?);
     let function = module.function(&name)?;
