@@ -4,7 +4,7 @@
     python3 docs/check_markdown.py ROOT      check every *.md under ROOT
     python3 docs/check_markdown.py --self-test
 
-Three checks, each of which a reader would otherwise meet as a dead end:
+Four checks, each of which a reader would otherwise meet as a dead end:
 
 - Every relative link (inline `[text](target)`, outside code) names a file or
   directory inside ROOT.
@@ -16,6 +16,12 @@ Three checks, each of which a reader would otherwise meet as a dead end:
   closing fence with text after it: a closing fence takes no text, so
   "``` More prose" leaves the block open and everything after it renders as
   code (lesson 05's README once lost 290 lines so).
+- Every GPU run a page outside `runs/` names by number ("call 39", "calls 17
+  to 19", "calls 86 and 92"; outside code) has its log directory,
+  `runs/<date>/call39`: a claim must keep its evidence. Pruning `runs/` by
+  links alone once dropped six directories that pages named only in text.
+  `runs/README.md`, the index, also names staging calls that left no log,
+  so pages under `runs/` are not held to this.
 
 GitHub's slug of a heading: its rendered text, lowercased; every character
 that is not a letter, mark, digit, connector (`_`) or `-` or a space dropped;
@@ -41,6 +47,7 @@ LINK = re.compile(r"\]\(([^)\s]*)(?:\s+\"[^\"]*\")?\)")
 CODE_SPAN = re.compile(r"(`+)(.+?)\1")
 HTML_ID = re.compile(r"<a\s[^>]*\b(?:id|name)=\"([^\"]+)\"")
 INCLUDE = re.compile(r"\{\{#include\s+([^}\s]+)\s*\}\}")
+RUN_REF = re.compile(r"\b[Cc]alls? (\d+[a-c]?(?:(?:, and |, | and | to )\d+[a-c]?)*)\b")
 
 
 def slug(heading):
@@ -168,7 +175,38 @@ def check(root):
             if anchor and resolved.endswith(".md") and os.path.isfile(resolved):
                 if urllib.parse.unquote(anchor) not in anchors(resolved):
                     problems.append(f"{name}:{number}: no heading for the anchor of {href} in {os.path.relpath(resolved, root)}")
+    problems += unlogged_runs(root, files)
     return problems, len(files)
+
+
+def unlogged_runs(root, files):
+    """Problems for every run named by number, outside code, in a page outside
+    `runs/`, that has no directory `runs/<date>/call<N>`."""
+    runs = os.path.join(root, "runs")
+    if not os.path.isdir(runs):
+        return []
+    logged = set()
+    for date in os.listdir(runs):
+        if os.path.isdir(os.path.join(runs, date)):
+            logged |= {d for d in os.listdir(os.path.join(runs, date)) if re.fullmatch(r"call\d+[a-c]?", d)}
+    problems = []
+    for path in files:
+        if path.startswith(runs + os.sep):
+            continue
+        fence = None
+        with open(path, encoding="utf-8") as file:
+            for number, line in enumerate(file, 1):
+                opening = FENCE.match(line)
+                if opening and (fence is None or opening.group(1).startswith(fence)):
+                    fence = None if fence else opening.group(1)
+                    continue
+                if fence:
+                    continue
+                for ref in RUN_REF.finditer(CODE_SPAN.sub("", line)):
+                    for run in re.findall(r"\d+[a-c]?", ref.group(1)):
+                        if "call" + run not in logged:
+                            problems.append(f"{os.path.relpath(path, root)}:{number}: names call {run}, which has no log directory in runs/")
+    return problems
 
 
 def self_test():
@@ -192,13 +230,17 @@ def self_test():
         "other.md": "# Part two\n",
         "open.md": "# T\n\n```sh\nls\n``` Then prose\n\n## Later\n",
         "anchor.md": "# T\n\n[gone](other.md#part-three) [here](#nowhere)\n",
+        # call 3 has its directory; call 4 (a range's end) and call 5 do not;
+        # a call named in code is not read.
+        "runs.md": "# T\n\nAs call 3 showed, and calls 3 to 4.\nSee also call 5.\n\n```\ncall 6\n```\n",
     }
-    expected_problems = {"good.md": 0, "open.md": 2, "anchor.md": 2}
+    expected_problems = {"good.md": 0, "open.md": 2, "anchor.md": 2, "runs.md": 2}
     for name, count in expected_problems.items():
         with tempfile.TemporaryDirectory() as directory:
             for page_name in (name, "other.md"):
                 with open(os.path.join(directory, page_name), "w") as file:
                     file.write(pages[page_name])
+            os.makedirs(os.path.join(directory, "runs", "2026-01-01", "call3"))
             problems, _ = check(directory)
             if len(problems) != count:
                 print(f"self-test: {name}: expected {count} problems, found {problems}", file=sys.stderr)
@@ -216,5 +258,5 @@ if __name__ == "__main__":
     for line in problems:
         print(f"broken: {line}", file=sys.stderr)
     if problems:
-        sys.exit(f"docs/build: {len(problems)} problems in the markdown (links, anchors, fences)")
-    print(f"docs/build: every markdown link, anchor and code fence checks out ({files} files)")
+        sys.exit(f"docs/build: {len(problems)} problems in the markdown (links, anchors, fences, runs named without a log)")
+    print(f"docs/build: every markdown link, anchor, code fence and run named checks out ({files} files)")
