@@ -81,6 +81,7 @@ class Page:
         self.links = []  # (line number, target)
         self.anchors = set()
         self.includes = []
+        self.runs = []  # (line number, run named by number, as "39" or "8b")
         self.problems = []  # (line number, message)
         seen = {}
         fence = None  # (fence characters, line number it opened at)
@@ -91,6 +92,8 @@ class Page:
             text = CODE_SPAN.sub("", " ".join(paragraph))
             for match in LINK.finditer(text):
                 self.links.append((paragraph_line, match.group(1)))
+            for match in RUN_REF.finditer(text):
+                self.runs += [(paragraph_line, run) for run in re.findall(r"\d+[a-c]?", match.group(1))]
             paragraph = []
 
         with open(path, encoding="utf-8") as file:
@@ -175,13 +178,13 @@ def check(root):
             if anchor and resolved.endswith(".md") and os.path.isfile(resolved):
                 if urllib.parse.unquote(anchor) not in anchors(resolved):
                     problems.append(f"{name}:{number}: no heading for the anchor of {href} in {os.path.relpath(resolved, root)}")
-    problems += unlogged_runs(root, files)
+    problems += unlogged_runs(root, [(path, page(path)) for path in files])
     return problems, len(files)
 
 
-def unlogged_runs(root, files):
-    """Problems for every run named by number, outside code, in a page outside
-    `runs/`, that has no directory `runs/<date>/call<N>`."""
+def unlogged_runs(root, pages):
+    """Problems for every run a page outside `runs/` names (Page.runs) that
+    has no directory `runs/<date>/call<N>`."""
     runs = os.path.join(root, "runs")
     if not os.path.isdir(runs):
         return []
@@ -189,24 +192,13 @@ def unlogged_runs(root, files):
     for date in os.listdir(runs):
         if os.path.isdir(os.path.join(runs, date)):
             logged |= {d for d in os.listdir(os.path.join(runs, date)) if re.fullmatch(r"call\d+[a-c]?", d)}
-    problems = []
-    for path in files:
-        if path.startswith(runs + os.sep):
-            continue
-        fence = None
-        with open(path, encoding="utf-8") as file:
-            for number, line in enumerate(file, 1):
-                opening = FENCE.match(line)
-                if opening and (fence is None or opening.group(1).startswith(fence)):
-                    fence = None if fence else opening.group(1)
-                    continue
-                if fence:
-                    continue
-                for ref in RUN_REF.finditer(CODE_SPAN.sub("", line)):
-                    for run in re.findall(r"\d+[a-c]?", ref.group(1)):
-                        if "call" + run not in logged:
-                            problems.append(f"{os.path.relpath(path, root)}:{number}: names call {run}, which has no log directory in runs/")
-    return problems
+    return [
+        f"{os.path.relpath(path, root)}:{number}: names call {run}, which has no log directory in runs/"
+        for path, page in pages
+        if not path.startswith(runs + os.sep)
+        for number, run in page.runs
+        if "call" + run not in logged
+    ]
 
 
 def self_test():
