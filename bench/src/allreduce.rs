@@ -182,20 +182,9 @@ fn stress_bytes(stress: &StressArgs, largest: usize) -> usize {
     largest.saturating_mul(batch)
 }
 
-/// Bytes each of the send and receive buffers must hold past their offsets
-/// for a sweep whose largest size is `largest` when every operation of a
-/// trial has its own region (the untimed one and `iters` timed ones), as
-/// [`crate::time_checked`] needs; and for a stress run, room for up to its
-/// whole count of operations, within 1 GiB. [`rotation_bytes`] is what
-/// [`Sweep`] needs.
-pub fn buffer_bytes(args: &SweepArgs, stress: &StressArgs, largest: usize) -> usize {
-    let sweep = largest.saturating_mul(args.iters as usize + 1);
-    sweep.max(stress_bytes(stress, largest))
-}
-
 /// The buffers every contender runs on: the data starts `send_offset` and
 /// `recv_offset` bytes into `send` and `recv`, which hold
-/// [`buffer_bytes`] past those offsets. In place uses `recv` alone.
+/// [`rotation_bytes`] past those offsets. In place uses `recv` alone.
 pub struct Buffers<'a> {
     pub send: &'a NcclBuffer,
     pub recv: &'a NcclBuffer,
@@ -688,39 +677,6 @@ mod tests {
     }
 
     #[test]
-    fn every_operation_of_a_trial_has_its_own_region() {
-        #[derive(clap::Parser)]
-        struct Cli {
-            #[command(flatten)]
-            sweep: SweepArgs,
-        }
-        let args = <Cli as clap::Parser>::try_parse_from(["bench", "-n", "20"])
-            .unwrap()
-            .sweep;
-        let timing = StressArgs {
-            stress: None,
-            max_skew_us: 20,
-        };
-        assert_eq!(buffer_bytes(&args, &timing, 512 << 20), 21 * (512 << 20));
-        assert_eq!(buffer_bytes(&args, &timing, 8), 168);
-        let stress = StressArgs {
-            stress: Some(2000),
-            ..timing
-        };
-        assert_eq!(
-            buffer_bytes(&args, &stress, 8),
-            16_000,
-            "2000 regions of 8 B"
-        );
-        assert_eq!(
-            buffer_bytes(&args, &stress, 4 << 20),
-            256 * (4 << 20),
-            "batches of 256 regions of 4 MiB, within 1 GiB"
-        );
-        assert_eq!(buffer_bytes(&args, &stress, 512 << 20), 21 * (512 << 20));
-    }
-
-    #[test]
     fn regions_cover_l2_four_times_within_four_times_the_largest_size() {
         #[derive(clap::Parser)]
         struct Cli {
@@ -808,7 +764,13 @@ mod tests {
         };
         assert_eq!(
             rotation_bytes(&defaults, &stress, &[8, 4 << 20], h100_l2),
-            256 * (4 << 20)
+            256 * (4 << 20),
+            "batches of 256 regions of 4 MiB, within 1 GiB"
+        );
+        assert_eq!(
+            rotation_bytes(&defaults, &stress, &[8], h100_l2),
+            16_000,
+            "2000 regions of 8 B"
         );
     }
 

@@ -1064,15 +1064,6 @@ impl LessonUnderTest {
 }
 
 impl LessonUnderTest {
-    /// The same crate's other binary, e.g. its benchmark.
-    pub fn sibling(&self, name: &'static str, cargo_binary: &str) -> Self {
-        Self {
-            name,
-            binary: binary(name, cargo_binary),
-            dir: self.dir.clone(),
-        }
-    }
-
     /// Runs the program (see [`run`](Self::run)) and asserts exit code 0;
     /// returns its stdout and stderr.
     pub fn run_to_success(&self, ranks: usize, args: &[&str]) -> (String, String) {
