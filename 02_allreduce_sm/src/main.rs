@@ -220,13 +220,13 @@ fn allreduce_sm(ctx: &RankContext, nccl_log: &NcclLog) -> Result<()> {
             .allreduce_choice(bytes, size)
             .context("Step 8: read NCCL's log")?;
         ctx.println_root(format!("Kernel NCCL ran for this AllReduce: {choice}"));
-        if let Some(supported) = kernel_choice::symmetric_support(comm.as_raw())
+        let properties = kernel_choice::symmetric_support(comm.as_raw())
             .context("Step 8: ask NCCL for the communicator's properties")?
-        {
-            ctx.println_root(format!(
-                "ncclCommQueryProperties: deviceApiSupport = {supported}"
-            ));
-        }
+            .map_or(
+                "not in this NCCL (2.29 added it)".to_string(),
+                |supported| format!("deviceApiSupport = {supported}"),
+            );
+        ctx.println_root(format!("ncclCommQueryProperties: {properties}"));
         choice.summary()
     } else {
         ""
