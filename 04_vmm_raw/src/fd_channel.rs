@@ -129,8 +129,7 @@ fn socket_path(dir: &Path, rank: usize) -> PathBuf {
 fn check_peer(socket: &OwnedFd, who: &str, pids: &[u32]) -> Result<u32> {
     let creds = getsockopt(socket, sockopt::PeerCredentials)
         .with_context(|| format!("SO_PEERCRED of {who}"))?;
-    // SAFETY: geteuid cannot fail and has no preconditions.
-    let me = unsafe { libc::geteuid() };
+    let me = common::unix::effective_uid();
     ensure!(
         creds.uid() == me,
         "{who} is process {} of uid {}, not of this user (uid {me}): refusing to exchange GPU memory with it",

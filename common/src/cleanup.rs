@@ -136,7 +136,7 @@ pub fn remove_stale(base: &Path, prefix: &str) -> Vec<PathBuf> {
         return Vec::new();
     };
     let host = directory_host_name();
-    let me = effective_uid();
+    let me = crate::unix::effective_uid();
     let mut removed = Vec::new();
     for entry in entries.filter_map(Result::ok) {
         let name = entry.file_name();
@@ -174,11 +174,6 @@ fn process_exists(pid: i32) -> bool {
     // SAFETY: signal 0 is never delivered; kill only looks the pid up.
     let found = unsafe { libc::kill(pid, 0) } == 0;
     found || io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
-}
-
-fn effective_uid() -> u32 {
-    // SAFETY: geteuid cannot fail and has no preconditions.
-    unsafe { libc::geteuid() }
 }
 
 /// This machine's name (`gethostname`), or `unknown-host`.

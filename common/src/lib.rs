@@ -51,6 +51,7 @@ mod signals;
 #[cfg(not(feature = "mpi"))]
 mod threads;
 pub mod trust;
+pub mod unix;
 pub mod verify;
 
 pub use cleanup::host_name;

@@ -496,8 +496,7 @@ fn check_link_dir(dir: &Path) -> Result<(), String> {
             "its name does not start with {mine_by_name} (this host and process)"
         ));
     }
-    // SAFETY: geteuid cannot fail.
-    let me = unsafe { libc::geteuid() };
+    let me = crate::unix::effective_uid();
     let meta = std::fs::symlink_metadata(dir).map_err(|e| format!("it cannot be read ({e})"))?;
     if !meta.is_dir() {
         return Err("it is not a directory".into());

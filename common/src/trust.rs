@@ -27,6 +27,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
+use crate::unix::{effective_gid, effective_uid};
 use crate::CannotRun;
 
 /// Why a path is not trusted: the directory, link or file on its way that
@@ -64,8 +65,7 @@ impl Identity {
     fn of_process() -> &'static Identity {
         static ME: OnceLock<Identity> = OnceLock::new();
         ME.get_or_init(|| {
-            // SAFETY: geteuid and getegid cannot fail.
-            let (uid, egid) = unsafe { (libc::geteuid(), libc::getegid()) };
+            let (uid, egid) = (effective_uid(), effective_gid());
             let (group, members) = match group_entry(egid) {
                 Some((name, members)) => (Some(name), members),
                 None => (None, Vec::new()),
@@ -330,17 +330,12 @@ mod tests {
     use std::fs::{self, Permissions};
     use std::os::unix::fs::PermissionsExt;
 
-    fn me() -> u32 {
-        // SAFETY: geteuid cannot fail.
-        unsafe { libc::geteuid() }
-    }
-
     /// This user, as the check sees it, with `egid` and the names and
     /// members given: the tests decide whether the group is private, not
     /// the machine they run on.
     fn identity(egid: u32, user: &str, group: &str, members: &[&str]) -> Identity {
         Identity {
-            uid: me(),
+            uid: effective_uid(),
             egid,
             user: Some(user.into()),
             group: Some(group.into()),
@@ -445,7 +440,7 @@ mod tests {
     /// Gives `paths` to uid 4242 when the tests run as root; returns the
     /// uid that owns them now.
     fn give_away(paths: &[&Path]) -> u32 {
-        if me() == 0 {
+        if effective_uid() == 0 {
             for path in paths {
                 std::os::unix::fs::lchown(path, Some(4242), None).unwrap();
             }
@@ -467,7 +462,7 @@ mod tests {
             let open = find_untrusted_for(&lib, &shared(), Last::Used).unwrap();
             assert_eq!(open.path, a);
             assert!(open.why.contains("belongs to uid 4242"), "{open:?}");
-            std::os::unix::fs::lchown(&a, Some(me()), None).unwrap();
+            std::os::unix::fs::lchown(&a, Some(effective_uid()), None).unwrap();
         }
         // At the end of the path a sticky directory is no exception.
         assert!(find_untrusted_for(&a, &shared(), Last::Used).is_some());
@@ -589,13 +584,13 @@ mod tests {
         // root's. As root, the tree (root's, which any user may trust) is
         // given group 4343 and checked as if by uid 4242; as anyone else,
         // it is this user's, in this user's group.
-        let uid = if me() == 0 {
+        let uid = if effective_uid() == 0 {
             for path in steps.iter().chain([&lib]) {
                 std::os::unix::fs::lchown(path, None, Some(4343)).unwrap();
             }
             4242
         } else {
-            me()
+            effective_uid()
         };
         let gid = fs::metadata(&lib).unwrap().gid();
         let private = Identity {
@@ -657,8 +652,7 @@ mod tests {
             assert_eq!(group_entry(0), Some((fields[0].to_owned(), members)));
         }
         let me = Identity::of_process();
-        // SAFETY: getegid cannot fail.
-        assert_eq!((me.uid, me.egid), (self::me(), unsafe { libc::getegid() }));
+        assert_eq!((me.uid, me.egid), (effective_uid(), effective_gid()));
         assert_eq!(me.user, user_name(me.uid));
     }
 

@@ -17,6 +17,7 @@ use std::time::Instant;
 
 use anyhow::{Context, Result};
 use common::cleanup::{self, OwnedDir};
+use common::unix::effective_uid;
 use common::{CannotRun, RankContext};
 use sha2::{Digest, Sha256};
 
@@ -539,11 +540,6 @@ fn check_cached(paths: &[&Path]) -> Result<(), String> {
         }
     }
     Ok(())
-}
-
-pub(crate) fn effective_uid() -> u32 {
-    // SAFETY: geteuid cannot fail and has no preconditions.
-    unsafe { libc::geteuid() }
 }
 
 #[cfg(test)]

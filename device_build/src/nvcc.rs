@@ -416,7 +416,8 @@ pub fn nvcc_version(nvcc: &Path) -> Result<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cache::{cache_root, effective_uid, open_cache, BUILD_PREFIX, PRIVATE_PREFIX};
+    use crate::cache::{cache_root, open_cache, BUILD_PREFIX, PRIVATE_PREFIX};
+    use common::unix::effective_uid;
     use std::fs::{self, Permissions};
     use std::os::unix::fs::{MetadataExt, PermissionsExt};
 

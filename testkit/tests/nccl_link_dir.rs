@@ -130,8 +130,7 @@ fn every_loader_path_entry_the_program_and_its_children_see_is_private() {
     );
     let report = std::fs::read_to_string(&report)
         .unwrap_or_else(|e| panic!("cuInit wrote no report ({e})\n{}", describe(&out)));
-    // SAFETY: geteuid cannot fail.
-    let me = unsafe { libc::geteuid() }.to_string();
+    let me = common::unix::effective_uid().to_string();
     let entries: Vec<Vec<&str>> = report
         .lines()
         .filter(|line| line.starts_with("program ") || line.starts_with("child "))
