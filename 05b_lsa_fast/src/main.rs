@@ -130,25 +130,10 @@ fn lsa_fast(ctx: &RankContext, args: &Args) -> Result<()> {
         loaded_version()?,
         chosen.plan.nccl_include().display()
     ));
-    if ctx.is_root() {
-        let how = match (built.build.compiled, built.route) {
-            (true, "jit") => "compiled with NVRTC and linked with nvJitLink",
-            (true, _) => "compiled with nvcc",
-            (false, _) => "reused from the cache",
-        };
-        let what = if built.route == "jit" {
-            "kernels"
-        } else {
-            "kernel and shim"
-        };
-        eprintln!(
-            "note: {what} {how} in {:.2} s ({})",
-            built.build.seconds,
-            built.build.dir.display()
-        );
-    }
-    // The exact nvcc commands, or NVRTC's options and nvJitLink's inputs, on
-    // rank 0's stderr; on a cache hit, the cached files used.
+    // On rank 0's stderr: what was built, by which tools, in how long; then
+    // the exact nvcc commands, or NVRTC's options and nvJitLink's inputs, or,
+    // on a cache hit, the cached files used.
+    built.print_build_note(ctx, "kernels");
     built.print_commands(ctx);
 
     // Step 3: Load the kernels (cuModuleLoadData) and the shim, and check both match the NCCL in use.

@@ -145,6 +145,20 @@ impl Built {
     }
 }
 
+#[cfg(test)]
+impl Built {
+    /// A build in `dir` with no files behind it, for the tests of what is
+    /// printed about a build.
+    pub(crate) fn record(dir: PathBuf, compiled: bool, seconds: f64) -> Self {
+        Built {
+            dir,
+            compiled,
+            seconds,
+            _private: None,
+        }
+    }
+}
+
 impl Built {
     /// The bytes of one of the build's files, checked against its record:
     /// see [`read_output`].

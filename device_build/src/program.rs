@@ -68,6 +68,35 @@ impl Built {
         }
     }
 
+    /// On rank 0 only, on stderr: what this build made, how, and how long
+    /// it took ([`build_note`](Self::build_note)).
+    pub fn print_build_note(&self, ctx: &RankContext, jit_output: &str) {
+        if ctx.is_root() {
+            eprintln!("{}", self.build_note(jit_output));
+        }
+    }
+
+    /// What [`print_build_note`](Self::print_build_note) prints:
+    /// `note: kernel and shim compiled with nvcc in 3.81 s (<dir>)` on the
+    /// nvcc route, `note: <jit_output> compiled with NVRTC and linked with
+    /// nvJitLink in ...` on the jit route (`jit_output` is the lesson's
+    /// word for what that route builds: `kernel` or `kernels`), and
+    /// `... reused from the cache in ...` when the cache held the build.
+    pub fn build_note(&self, jit_output: &str) -> String {
+        let jit = self.route == "jit";
+        let what = if jit { jit_output } else { "kernel and shim" };
+        let how = match (self.build.compiled, jit) {
+            (true, true) => "compiled with NVRTC and linked with nvJitLink",
+            (true, false) => "compiled with nvcc",
+            (false, _) => "reused from the cache",
+        };
+        format!(
+            "note: {what} {how} in {:.2} s ({})",
+            self.build.seconds,
+            self.build.dir.display()
+        )
+    }
+
     /// On rank 0 only, on stderr: the exact commands this build ran
     /// (`note: ran: ...`), or, when the cache held the build, the cached
     /// files the program uses (`note: cached: ...`).
@@ -149,4 +178,54 @@ pub fn build_chosen(
         |plan| build(plan, cache),
         || choose(Build::Nvcc, capability, program),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn built(route: &'static str, compiled: bool, seconds: f64) -> Built {
+        Built {
+            route,
+            build: cache::Built::record("/cache/3f2a".into(), compiled, seconds),
+            shim: None,
+            nccl: NcclVersion::new(2, 32, 3),
+            library: PathBuf::new(),
+            commands: Vec::new(),
+            files: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn the_build_note_names_what_was_built_and_by_which_tools() {
+        // The nvcc route builds a kernel and the shim, whatever the lesson
+        // calls its jit output.
+        for jit_output in ["kernel", "kernels"] {
+            assert_eq!(
+                built("nvcc", true, 3.812).build_note(jit_output),
+                "note: kernel and shim compiled with nvcc in 3.81 s (/cache/3f2a)"
+            );
+            assert_eq!(
+                built("nvcc", false, 0.0041).build_note(jit_output),
+                "note: kernel and shim reused from the cache in 0.00 s (/cache/3f2a)"
+            );
+        }
+        // The jit route: lesson 05's word, then 05b's.
+        assert_eq!(
+            built("jit", true, 6.987).build_note("kernel"),
+            "note: kernel compiled with NVRTC and linked with nvJitLink in 6.99 s (/cache/3f2a)"
+        );
+        assert_eq!(
+            built("jit", true, 6.987).build_note("kernels"),
+            "note: kernels compiled with NVRTC and linked with nvJitLink in 6.99 s (/cache/3f2a)"
+        );
+        assert_eq!(
+            built("jit", false, 0.009).build_note("kernel"),
+            "note: kernel reused from the cache in 0.01 s (/cache/3f2a)"
+        );
+        assert_eq!(
+            built("jit", false, 0.009).build_note("kernels"),
+            "note: kernels reused from the cache in 0.01 s (/cache/3f2a)"
+        );
+    }
 }
