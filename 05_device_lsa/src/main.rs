@@ -166,15 +166,11 @@ fn device_lsa(ctx: &RankContext, args: &Args) -> Result<()> {
     let shim = built
         .dev_comm_maker()
         .context("Step 3: load the device-communicator calls")?;
-    let how = if built.route == "nvcc" {
-        "opaque to Rust: only the shim knows its layout"
-    } else {
-        "opaque to Rust: its size is the one this build knows for the release"
-    };
     ctx.println_root(format!(
-        "ncclDevComm is {} bytes in NCCL {} ({how})",
+        "ncclDevComm is {} bytes in NCCL {} ({})",
         shim.dev_comm_size(),
-        loaded_version()?
+        loaded_version()?,
+        built.dev_comm_opacity()
     ));
 
     // Step 4: Create the communicator from a unique id that rank 0 shares.

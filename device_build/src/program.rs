@@ -124,6 +124,17 @@ impl Built {
         }
     }
 
+    /// Why Rust sees a `ncclDevComm` only as bytes, as the lessons print it
+    /// after its size: on the nvcc route only the shim knows its layout; on
+    /// the jit route its size is the one this build knows for the release.
+    pub fn dev_comm_opacity(&self) -> &'static str {
+        if self.route == "nvcc" {
+            "opaque to Rust: only the shim knows its layout"
+        } else {
+            "opaque to Rust: its size is the one this build knows for the release"
+        }
+    }
+
     /// How this route makes the device communicator: the shim (nvcc), or
     /// NCCL called directly with 2.32.3's requirements layout (jit).
     pub fn dev_comm_maker(&self) -> Result<Shim> {
@@ -226,6 +237,17 @@ mod tests {
         assert_eq!(
             built("jit", false, 0.009).build_note("kernels"),
             "note: kernels reused from the cache in 0.01 s (/cache/3f2a)"
+        );
+    }
+    #[test]
+    fn the_device_communicator_is_opaque_for_the_reason_of_its_route() {
+        assert_eq!(
+            built("nvcc", true, 0.0).dev_comm_opacity(),
+            "opaque to Rust: only the shim knows its layout"
+        );
+        assert_eq!(
+            built("jit", true, 0.0).dev_comm_opacity(),
+            "opaque to Rust: its size is the one this build knows for the release"
         );
     }
 }
