@@ -48,7 +48,9 @@ fn your_cuda_kernel_verifies() {
 
 /// With NCCL 2.32.3 loaded (e.g. `NCCL_HOME`), a Hopper GPU and a Python
 /// with Triton 3.6 (`TRITON_PYTHON`) it must verify; without them, exit 2
-/// naming what is missing, before any kernel runs.
+/// naming what is missing, before any kernel runs. With `TRITON_PYTHON`
+/// set, as the GPU machine's scripts set it, only verifying passes: an exit
+/// 2 there would hide a regression behind "not available here".
 #[test]
 #[ignore = "needs 2 GPUs; NCCL 2.32.3 and Triton 3.6 to verify"]
 fn your_triton_kernel_verifies_or_names_what_it_lacks() {
@@ -57,7 +59,7 @@ fn your_triton_kernel_verifies_or_names_what_it_lacks() {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr),
     );
-    if out.status.code() == Some(2) {
+    if out.status.code() == Some(2) && std::env::var_os("TRITON_PYTHON").is_none() {
         assert!(
             stderr.contains("NCCL") || stderr.contains("Triton"),
             "exit 2 for another reason: {stderr}"
