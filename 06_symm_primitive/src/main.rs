@@ -16,7 +16,9 @@
 //! against the loaded NCCL's headers (2.28+) or by NVRTC + nvJitLink with
 //! NCCL 2.32.3's own device library (`--build auto|nvcc|jit`, as in lesson
 //! 05). The same layer in Triton is `06b_symm_triton`; on NVSHMEM's heap,
-//! `06c_symm_nvshmem`.
+//! `06c_symm_nvshmem`. The layer itself, its kernels
+//! ([`tp_tail.cu`](../../layer_tail/kernels/tp_tail.cu)), data and CPU
+//! reference, is the `layer_tail` crate's, which those two share.
 //!
 //! Run it (nvcc and NCCL's headers, or NCCL 2.32.3 with the NVRTC and
 //! nvJitLink wheels):
@@ -46,10 +48,10 @@ use device_build::program;
 use device_build::route::Build;
 use device_build::shim::{check_lsa_team, DevComm};
 use device_build::{cache, Env, Module};
+use layer_tail::reference::{self, Layer};
+use layer_tail::{Dtype, CACHE_NAME, FUSED_KERNEL, THREADS};
 use symm_comm::codes;
 use symm_comm::context::{address, bytes_of, NcclSymmContext, SymmContext, BACKEND_NCCL};
-use symm_primitive::reference::{self, Layer};
-use symm_primitive::{Dtype, CACHE_NAME, FUSED_KERNEL, THREADS};
 
 /// The layer: 512 tokens of 4096 features (8 MiB of float32 all-reduced),
 /// 16 input features per rank.
@@ -98,7 +100,7 @@ fn symm_primitive_lesson(ctx: &RankContext, args: &Args) -> Result<()> {
     let (major, minor) = gpu
         .compute_capability()
         .context("Step 1: compute capability")?;
-    ctx.all_ok(symm_primitive::check_gpu(major, minor, ctx.device(), size).map_err(Into::into))?;
+    ctx.all_ok(layer_tail::check_gpu(major, minor, ctx.device(), size).map_err(Into::into))?;
     let stream = gpu.new_stream().context("Step 1: create a stream")?;
     ctx.println_ordered(format!("  Rank {rank} using GPU device {}", ctx.device()))?;
     if ctx.is_root() {
@@ -110,7 +112,7 @@ fn symm_primitive_lesson(ctx: &RankContext, args: &Args) -> Result<()> {
     // cache filled instead of all compiling at once.
     let arch = format!("sm_{major}{minor}");
     let cache = Env::from_process().cache_root(CACHE_NAME);
-    let device_code = symm_primitive::nccl_program();
+    let device_code = layer_tail::nccl_program();
     let (chosen, built) = cache::root_first(ctx, "Step 2: build the library and kernels", || {
         let mut chosen = program::choose(args.build, (major, minor), &device_code)?;
         let built = program::build_chosen(
@@ -171,7 +173,7 @@ fn symm_primitive_lesson(ctx: &RankContext, args: &Args) -> Result<()> {
 
     // Step 4: Load the module (cuModuleLoadData) and find the fused kernel.
     let module =
-        Module::load(&built.cubin(&symm_primitive::source())).context("Step 4: load the module")?;
+        Module::load(&built.cubin(&layer_tail::source())).context("Step 4: load the module")?;
     let fused = module.function(FUSED_KERNEL).context("Step 4")?;
 
     // Step 5: Write the context the kernel reads (SymmContext, then NCCL's fields) into device memory.
@@ -219,11 +221,11 @@ fn symm_primitive_lesson(ctx: &RankContext, args: &Args) -> Result<()> {
     // One block of 512 threads per multiprocessor fits (launch bounds).
     // Every rank launches the same grid: the smallest GPU's multiprocessors,
     // divided among the ranks that share a GPU, whose grids must all be
-    // resident at once (symm_primitive::agreed_blocks).
+    // resident at once (layer_tail::agreed_blocks).
     let multiprocessors = gpu
         .attribute(cu_sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
         .context("Step 7: multiprocessor count")? as u32;
-    let blocks = symm_primitive::agreed_blocks(ctx, multiprocessors).context("Step 7: the grid")?;
+    let blocks = layer_tail::agreed_blocks(ctx, multiprocessors).context("Step 7: the grid")?;
     if ctx.is_root() {
         eprintln!("note: {FUSED_KERNEL} on {blocks} blocks x {THREADS} threads");
     }

@@ -2,7 +2,8 @@
 //! default: `cargo test -- --include-ignored` on a machine with GPUs, nvcc
 //! and the NCCL headers (or NCCL 2.32.3 and the jit wheels). In an MPI build
 //! the GPU tests launch the lesson with mpirun. The Triton and NVSHMEM
-//! variants' tests are in 06b_symm_triton/ and 06c_symm_nvshmem/.
+//! variants' tests are in 06b_symm_triton/ and 06c_symm_nvshmem/; the CPU
+//! builds of the layer's kernels, CUDA and Triton, in layer_tail/tests/.
 
 use std::time::Duration;
 

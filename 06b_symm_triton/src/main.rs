@@ -2,7 +2,7 @@
 //!
 //! Lesson 06's tensor-parallel layer tail (compute, AllReduce, residual +
 //! RMSNorm in one kernel) written as a Triton kernel,
-//! [`triton/tp_tail.py`](../../06_symm_primitive/triton/tp_tail.py). It calls
+//! [`triton/tp_tail.py`](../../layer_tail/triton/tp_tail.py). It calls
 //! the same `symm_all_reduce` through the `symm_comm` crate's Triton binding
 //! (`symm_comm/triton/symm.py`), linked from the library's LLVM bitcode and
 //! NCCL 2.32.3's `libnccl_device.bc`. This host compiles it ahead of time
@@ -19,7 +19,8 @@
 //! ```
 //!
 //! Every rank checks every element of its output and its new residual
-//! against the CPU reference of lesson 06.
+//! against the layer's CPU reference (`layer_tail::reference`), as in
+//! lesson 06.
 //!
 //! Left out on purpose: what lesson 06 leaves out, and Triton's own JIT
 //! launcher: the kernel is compiled ahead of time and launched through the
@@ -33,11 +34,11 @@ use common::{CannotRun, Lesson, NcclVersion, Needs, RankContext};
 use cudarc::driver::{sys as cu_sys, CudaContext};
 use device_build::shim::{check_lsa_team, DevComm, Shim};
 use device_build::{cache, Env, Module};
+use layer_tail::launch::LayerArgs;
+use layer_tail::reference::{self, Layer};
+use layer_tail::{triton, Dtype, CACHE_NAME};
 use symm_comm::codes;
 use symm_comm::context::{address, bytes_of, NcclSymmContext, SymmContext, BACKEND_NCCL};
-use symm_primitive::launch::LayerArgs;
-use symm_primitive::reference::{self, Layer};
-use symm_primitive::{triton, Dtype, CACHE_NAME};
 
 /// The layer: 512 tokens of 4096 features (8 MiB of float32 all-reduced),
 /// 16 input features per rank, as in lesson 06.
@@ -97,7 +98,7 @@ fn symm_triton_lesson(ctx: &RankContext, args: &Args) -> Result<()> {
     let (major, minor) = gpu
         .compute_capability()
         .context("Step 1: compute capability")?;
-    ctx.all_ok(symm_primitive::check_gpu(major, minor, ctx.device(), size).map_err(Into::into))?;
+    ctx.all_ok(layer_tail::check_gpu(major, minor, ctx.device(), size).map_err(Into::into))?;
     let stream = gpu.new_stream().context("Step 1: create a stream")?;
     ctx.println_ordered(format!("  Rank {rank} using GPU device {}", ctx.device()))?;
     if ctx.is_root() {
@@ -217,11 +218,11 @@ fn symm_triton_lesson(ctx: &RankContext, args: &Args) -> Result<()> {
     // registers a thread).
     // Every rank launches the same grid: the smallest GPU's multiprocessors,
     // divided among the ranks that share a GPU, whose grids must all be
-    // resident at once (symm_primitive::agreed_blocks).
+    // resident at once (layer_tail::agreed_blocks).
     let multiprocessors = gpu
         .attribute(cu_sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
         .context("Step 7: multiprocessor count")? as u32;
-    let blocks = symm_primitive::agreed_blocks(ctx, multiprocessors).context("Step 7: the grid")?;
+    let blocks = layer_tail::agreed_blocks(ctx, multiprocessors).context("Step 7: the grid")?;
     if ctx.is_root() {
         eprintln!(
             "note: {} on {blocks} blocks x {} threads",

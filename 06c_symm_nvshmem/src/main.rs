@@ -1,11 +1,12 @@
 //! # Lesson 06c: the fused layer tail on NVSHMEM's symmetric heap
 //!
 //! Lesson 06's tensor-parallel layer tail (compute, AllReduce, residual +
-//! RMSNorm in one kernel, `kernels/tp_tail.cu`) with the symmetric memory
-//! held by NVSHMEM instead of NCCL: the same `symm_all_reduce`, its NVSHMEM
-//! backend (`nvshmem_ptr` loads and stores, `nvshmemx_barrier_all_block`),
-//! built by NVRTC and linked with `libnvshmem_device.a` through nvJitLink.
-//! The context's `type` tells the library which backend it is given.
+//! RMSNorm in one kernel, `layer_tail/kernels/tp_tail.cu`) with the
+//! symmetric memory held by NVSHMEM instead of NCCL: the same
+//! `symm_all_reduce`, its NVSHMEM backend (`nvshmem_ptr` loads and stores,
+//! `nvshmemx_barrier_all_block`), built by NVRTC and linked with
+//! `libnvshmem_device.a` through nvJitLink. The context's `type` tells the
+//! library which backend it is given.
 //!
 //! NVSHMEM hosts one PE per process, so this runs under mpirun only:
 //!
@@ -16,8 +17,8 @@
 //!
 //! NVSHMEM comes from `NVSHMEM_HOME` or the active Python environment's
 //! `nvidia-nvshmem-cu13` wheel; NVRTC and nvJitLink as lesson 05's jit route
-//! finds them. Every rank checks every element against lesson 06's CPU
-//! reference.
+//! finds them. Every rank checks every element against the layer's CPU
+//! reference (`layer_tail::reference`), as lesson 06 does.
 //!
 //! Left out on purpose: what lesson 06 leaves out, and NVSHMEM's own
 //! launcher (`nvshmrun`): the project's launcher carries NVSHMEM's unique id.
@@ -29,10 +30,10 @@ use common::{kernel, Lesson, NcclVersion, Needs, RankContext};
 use cudarc::driver::{sys as cu_sys, CudaContext};
 use device_build::cache;
 use device_build::{program, Env, Module};
+use layer_tail::reference::{self, Layer};
+use layer_tail::{Backend, Dtype, CACHE_NAME, FUSED_KERNEL, THREADS};
 use symm_comm::context::{address, bytes_of, NvshmemSymmContext, SymmContext, BACKEND_NVSHMEM};
 use symm_comm::{codes, nvshmem};
-use symm_primitive::reference::{self, Layer};
-use symm_primitive::{Backend, Dtype, CACHE_NAME, FUSED_KERNEL, THREADS};
 
 /// The layer: 512 tokens of 4096 features (8 MiB of float32 all-reduced),
 /// 16 input features per rank, as in lesson 06.
@@ -83,7 +84,7 @@ fn symm_nvshmem_lesson(ctx: &RankContext, args: &Args) -> Result<()> {
     let (major, minor) = gpu
         .compute_capability()
         .context("Step 1: compute capability")?;
-    ctx.all_ok(symm_primitive::check_gpu(major, minor, ctx.device(), size).map_err(Into::into))?;
+    ctx.all_ok(layer_tail::check_gpu(major, minor, ctx.device(), size).map_err(Into::into))?;
     let stream = gpu.new_stream().context("Step 1: create a stream")?;
     ctx.println_ordered(format!("  Rank {rank} using GPU device {}", ctx.device()))?;
     if ctx.is_root() {
@@ -101,8 +102,8 @@ fn symm_nvshmem_lesson(ctx: &RankContext, args: &Args) -> Result<()> {
             &Env::from_process(),
             &arch,
             found.clone(),
-            symm_primitive::source(),
-            symm_primitive::defines(Backend::Nvshmem),
+            layer_tail::source(),
+            layer_tail::defines(Backend::Nvshmem),
         )?;
         if ctx.is_root() {
             eprintln!(
@@ -212,11 +213,11 @@ fn symm_nvshmem_lesson(ctx: &RankContext, args: &Args) -> Result<()> {
     // One block of 512 threads per multiprocessor fits (launch bounds).
     // Every rank launches the same grid: the smallest GPU's multiprocessors,
     // divided among the ranks that share a GPU, whose grids must all be
-    // resident at once (symm_primitive::agreed_blocks).
+    // resident at once (layer_tail::agreed_blocks).
     let multiprocessors = gpu
         .attribute(cu_sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
         .context("Step 7: multiprocessor count")? as u32;
-    let blocks = symm_primitive::agreed_blocks(ctx, multiprocessors).context("Step 7: the grid")?;
+    let blocks = layer_tail::agreed_blocks(ctx, multiprocessors).context("Step 7: the grid")?;
     if ctx.is_root() {
         eprintln!("note: {FUSED_KERNEL} on {blocks} blocks x {THREADS} threads");
     }

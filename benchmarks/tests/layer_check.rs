@@ -7,8 +7,8 @@
 //! they accept and refuse the same values, in both dtypes.
 
 use bench::data::close;
-use symm_primitive::reference::{self, Layer};
-use symm_primitive::Dtype;
+use layer_tail::reference::{self, Layer};
+use layer_tail::Dtype;
 
 /// Values near `want` that a check must sort right: itself, a float32 ulp
 /// and a bfloat16 ulp away, at and just past the tolerance, NaN, the poison.

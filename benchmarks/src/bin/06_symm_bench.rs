@@ -112,6 +112,12 @@ use device_build::route::Build;
 use device_build::shim::{check_lsa_team, DevComm};
 use device_build::Module;
 use device_build::{cache, Env};
+use layer_tail::launch::{self, AllReduceCall, LayerArgs};
+use layer_tail::reference::{self, Layer};
+use layer_tail::{
+    triton, Backend, Dtype, ALL_REDUCE_KERNEL, CACHE_NAME, COMPUTE_KERNEL, EPILOGUE_KERNEL,
+    FUSED_KERNEL, THREADS,
+};
 use lsa_fast::fast::{self, FastKernels, FastOptions};
 use lsa_fast::launch::AllReduceArgs;
 use symm_comm::codes::{self, Call};
@@ -119,12 +125,6 @@ use symm_comm::context::{
     bytes_of, NcclSymmContext, NvshmemSymmContext, SymmContext, BACKEND_NCCL, BACKEND_NVSHMEM,
 };
 use symm_comm::nvshmem;
-use symm_primitive::launch::{self, AllReduceCall, LayerArgs};
-use symm_primitive::reference::{self, Layer};
-use symm_primitive::{
-    triton, Backend, Dtype, ALL_REDUCE_KERNEL, CACHE_NAME, COMPUTE_KERNEL, EPILOGUE_KERNEL,
-    FUSED_KERNEL, THREADS,
-};
 
 /// Which kernels the preflight's tool check ([`build_tool_found`]) looks
 /// for tools for: bit [`CUDA_KERNELS`] (nvcc or NVRTC), bit
@@ -156,7 +156,7 @@ fn build_tool_found() -> Result<(), CannotRun> {
         problems.extend(device_build::route::some_route_found(&Env::from_process()).err());
     }
     if kernels & TRITON_KERNEL != 0 {
-        problems.extend(symm_primitive::triton::find_python_for_this_process().err());
+        problems.extend(layer_tail::triton::find_python_for_this_process().err());
     }
     match problems.len() {
         0 => Ok(()),
@@ -474,7 +474,7 @@ fn bench(ctx: &RankContext, args: &Args) -> Result<()> {
         .attribute(cu_sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
         .context("multiprocessor count")? as u32;
     // The same grid on every rank (symm_all_reduce's calling convention).
-    let blocks = symm_primitive::agreed_blocks(ctx, multiprocessors)?;
+    let blocks = layer_tail::agreed_blocks(ctx, multiprocessors)?;
     // Send and receive windows, residuals and outputs, of `window_bytes`
     // each; and one region each of the layer's expected output, new
     // residual and sum, and its residual.
@@ -498,8 +498,8 @@ fn bench(ctx: &RankContext, args: &Args) -> Result<()> {
                     &Env::from_process(),
                     &arch,
                     found.clone(),
-                    symm_primitive::source(),
-                    symm_primitive::defines(Backend::Nvshmem),
+                    layer_tail::source(),
+                    layer_tail::defines(Backend::Nvshmem),
                 )?;
                 Ok(nvshmem::build_or_reuse(&target, &cache)?.file(nvshmem::CUBIN))
             })?;
@@ -548,7 +548,7 @@ fn bench(ctx: &RankContext, args: &Args) -> Result<()> {
         }
         Backend::Nccl => {
             // Lesson 06's module, and lesson 05b's fast kernels for the baselines.
-            let device_code = symm_primitive::nccl_program();
+            let device_code = layer_tail::nccl_program();
             let mut chosen = ctx.all_ok(
                 program::choose(args.build, (major, minor), &device_code)
                     .context("choose the route"),
@@ -580,7 +580,7 @@ fn bench(ctx: &RankContext, args: &Args) -> Result<()> {
                 eprintln!("note: build route: {} ({})", chosen.plan.name(), chosen.why);
             }
             built.print_commands(ctx);
-            let module = Module::load(&built.cubin(&symm_primitive::source()))?;
+            let module = Module::load(&built.cubin(&layer_tail::source()))?;
             let mut kernels = kernels(&module)?;
             // The Triton kernel, built (rank 0 first) and loaded when timed.
             let triton_module = if args.contenders.contains(&Contender::Triton) {

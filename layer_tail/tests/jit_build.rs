@@ -16,8 +16,8 @@ use std::path::PathBuf;
 use common::NcclVersion;
 use device_build::route::{choose, Build, Plan};
 use device_build::{jit, CacheRoot, Env};
+use layer_tail::{ALL_REDUCE_KERNEL, COMPUTE_KERNEL, EPILOGUE_KERNEL, FUSED_KERNEL};
 use symm_comm::nvshmem;
-use symm_primitive::{ALL_REDUCE_KERNEL, COMPUTE_KERNEL, EPILOGUE_KERNEL, FUSED_KERNEL};
 
 fn wheels() -> Option<PathBuf> {
     let site = std::env::var_os("DEVICE_BUILD_WHEELS")
@@ -66,7 +66,7 @@ fn the_nccl_backend_builds_through_the_jit_route() {
         "sm_90",
         NcclVersion::new(2, 32, 3),
         &site.join("nvidia/nccl/lib/libnccl.so.2"),
-        &symm_primitive::nccl_program(),
+        &layer_tail::nccl_program(),
     )
     .unwrap();
     let Plan::Jit(target) = &chosen.plan else {
@@ -114,8 +114,8 @@ fn the_nvshmem_backend_builds_with_libnvshmem_device() {
         &env,
         "sm_90",
         found,
-        symm_primitive::source(),
-        symm_primitive::defines(symm_primitive::Backend::Nvshmem),
+        layer_tail::source(),
+        layer_tail::defines(layer_tail::Backend::Nvshmem),
     )
     .unwrap();
     let started = std::time::Instant::now();

@@ -1,15 +1,22 @@
-//! Lesson 06's building blocks, shared by the lesson (`main.rs`) and its
-//! benchmark (`06_symm_bench`, in `benchmarks/src/bin/`). The device
+//! The workload lessons 06, 06b and 06c and `06_symm_bench` fuse an
+//! AllReduce into: the tail of a tensor-parallel layer (this rank's partial
+//! output, `symm_all_reduce`, residual + RMSNorm). Not a lesson: the three
+//! lessons and the benchmark use it, and no lesson uses another. The device
 //! library itself, its contexts, return codes, NVSHMEM host side and Triton
-//! binding are the `symm_comm` crate; here is what the lesson adds:
+//! binding are the `symm_comm` crate; here is the layer:
 //!
 //! * the user kernels with the library in front ([`source`]):
-//!   `symm_comm.cuh` and `tp_tail.cu`, compiled as one translation unit;
-//! * the NCCL backend's device code for `device_build`'s two routes
-//!   ([`nccl_program`], built by `device_build::program`);
-//! * the layer's data and CPU reference ([`reference`]);
-//! * the same layer tail written in Triton, built ahead of time by Triton's
-//!   compiler with the library as LLVM bitcode ([`triton`]).
+//!   `symm_comm.cuh` and `kernels/tp_tail.cu`, compiled as one translation
+//!   unit, and the NCCL backend's device code for `device_build`'s two
+//!   routes ([`nccl_program`]);
+//! * what every rank checks and agrees on before it launches them
+//!   ([`check_gpu`], [`agreed_blocks`]);
+//! * the layer's data and CPU reference ([`reference`]), and launches
+//!   through the driver's parameter arrays, for the benchmark and the
+//!   Triton kernel ([`launch`]);
+//! * the same layer tail written in Triton (`triton/tp_tail.py`), built
+//!   ahead of time by Triton's compiler with the library as LLVM bitcode
+//!   ([`triton`], lesson 06b).
 
 pub mod launch;
 pub mod reference;
@@ -23,7 +30,7 @@ use device_build::Source;
 use symm_comm::codes;
 
 /// The device library (`symm_comm.cuh`, from the `symm_comm` crate)
-/// followed by the lesson's user kernels (`kernels/tp_tail.cu`): one
+/// followed by the layer's user kernels (`kernels/tp_tail.cu`): one
 /// source, so that a user kernel and the library it calls are compiled and
 /// optimised together (the library's functions inline into the kernel, and
 /// the kernel's launch bounds hold for them). The same text serves both
@@ -38,7 +45,7 @@ pub fn source() -> Source {
     }
 }
 
-/// Threads per block of every kernel of this lesson (compiled into their
+/// Threads per block of every kernel here (compiled into their
 /// launch bounds and the block reduction).
 pub const THREADS: u32 = 512;
 
@@ -48,7 +55,8 @@ pub const COMPUTE_KERNEL: &str = "tp_compute";
 pub const EPILOGUE_KERNEL: &str = "tp_residual_rmsnorm";
 pub const ALL_REDUCE_KERNEL: &str = "symm_all_reduce_kernel";
 
-/// The program name the build cache is kept under.
+/// The program name the build cache is kept under (lesson 06's: lessons
+/// 06b and 06c and the benchmark share its cache).
 pub const CACHE_NAME: &str = "06_symm_primitive";
 
 /// What the jit route's source calls in nccl_device_wrapper.h (NCCL 2.32.3's

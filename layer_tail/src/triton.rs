@@ -1,10 +1,10 @@
-//! Lesson 06 from Triton: the fused layer tail written as a Triton kernel
+//! The layer tail from Triton (lesson 06b): the fused kernel written in Triton
 //! ([`triton/tp_tail.py`](../triton/tp_tail.py)) that calls the same
 //! `symm_all_reduce`, linked from the library's LLVM bitcode
 //! (`symm_comm::triton`: `symm_comm/triton/symm_comm_nccl.bc`) and NCCL
 //! 2.32.3's `libnccl_device.bc`.
 //!
-//! The host side is this lesson's: it runs Triton's compiler ahead of time
+//! The host side is here: it runs Triton's compiler ahead of time
 //! (Python, no GPU needed), keeps the cubin in the build cache, loads it and
 //! launches it cooperatively with the context it already made for the CUDA
 //! kernel. What Triton needs from a host is only that: the kernel's

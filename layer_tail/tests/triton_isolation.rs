@@ -17,8 +17,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use device_build::CacheRoot;
-use symm_primitive::triton;
-use symm_primitive::Dtype;
+use layer_tail::triton;
+use layer_tail::Dtype;
 
 /// Names the test whose body the child process runs.
 const CHILD: &str = "SYMM_TRITON_ISOLATION_CHILD";

@@ -1,5 +1,5 @@
 //! The Triton kernel built on the CPU (Triton compiles without a GPU): the
-//! lesson's own build path (`symm_primitive::triton`) runs `tp_tail.py` with
+//! lesson's own build path (`layer_tail::triton`) runs `tp_tail.py` with
 //! a real Triton, which links the library's bitcode and NCCL 2.32.3's
 //! `libnccl_device.bc` into an sm_90 cubin, and refuses PTX that calls a
 //! function nothing defines.
@@ -13,8 +13,8 @@
 use std::path::PathBuf;
 
 use device_build::CacheRoot;
-use symm_primitive::triton::{self, Python};
-use symm_primitive::Dtype;
+use layer_tail::triton::{self, Python};
+use layer_tail::Dtype;
 
 fn pieces() -> Option<(Python, PathBuf)> {
     let nccl_bc = std::env::var_os("DEVICE_BUILD_WHEELS")
