@@ -267,6 +267,11 @@ struct Args {
     /// as wrong elements.
     #[arg(long, requires = "stress")]
     one_region: bool,
+    /// The grid of every kernel timed (the layer-tail kernels and lesson
+    /// 05b's), at most the blocks each rank can keep resident, the default:
+    /// issue 32's experiment on what a grid larger than the work costs.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    blocks: Option<u32>,
 }
 
 impl Args {
@@ -474,7 +479,11 @@ fn bench(ctx: &RankContext, args: &Args) -> Result<()> {
         .attribute(cu_sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
         .context("multiprocessor count")? as u32;
     // The same grid on every rank (symm_all_reduce's calling convention).
-    let blocks = layer_tail::agreed_blocks(ctx, multiprocessors)?;
+    let resident = layer_tail::agreed_blocks(ctx, multiprocessors)?;
+    let blocks = args.blocks.map_or(resident, |asked| asked.min(resident));
+    if ctx.is_root() && args.blocks.is_some() {
+        eprintln!("note: every kernel timed on {blocks} blocks ({resident} resident per rank)");
+    }
     // Send and receive windows, residuals and outputs, of `window_bytes`
     // each; and one region each of the layer's expected output, new
     // residual and sum, and its residual.

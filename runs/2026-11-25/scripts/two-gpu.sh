@@ -25,6 +25,15 @@
 #                 nodes, the MPI build's suite at GPU_TEST_RANKS=2, its fault
 #                 matrix
 #   PART=release  carry .nccl/nccl-$NCCL.tar.xz: lessons 01 to 05b at 2 ranks
+#   PART=probe    carry .carry/threads.txz: issue 32's fixed-cost probe,
+#                 06_symm_bench from 8 B to 256 KiB with --blocks 1, 4, 16, 66
+#                 and 132, at 2 ranks and at 1, and ncu's view of
+#                 symm_all_reduce_kernel and tp_tail_fused at 8 B (1 rank)
+#   PART=final    after the session's last change (carry .carry/threads.txz):
+#                 the thread build's whole suite at GPU_TEST_RANKS=2 (PROBE=1:
+#                 then the probe)
+#   PART=mpi-transcripts carry .carry/mpi.txz: the MPI build's transcript
+#                 tests and lessons 02, 04, 06, 06b under mpirun -np 2
 # Logs go to $OUT/$CALL/ (index.txt: each step's exit code) and come back as
 # $OUT/$CALL.tgz. A step that would start past $BUDGET seconds is skipped.
 set -u
@@ -61,7 +70,7 @@ lessons01to05() {
   run $tag-05b 300 "$@" NTHREADS=2 $B/05b_lsa_fast --build nvcc
 }
 
-case ${PART:?PART=stage|bench|lessons|suite|mpi|release} in
+case ${PART:?PART=stage|bench|lessons|suite|mpi|release|probe|final|mpi-transcripts} in
 stage)
   CALL=$CALL PART=stage bash runs/2026-11-25/scripts/one-gpu.sh > /dev/null
   { nvidia-smi -L; nvidia-smi topo -m; nvidia-smi nvlink -s; } > "$L/topology.log" 2>&1
@@ -166,6 +175,43 @@ mpi)
   run suite-mpi ${SUITE_LIMIT:-400} "${SUITE[@]}" -E 'not test(/fault/)'
   pkill -9 -f "$G/mpi/bin/" 2>/dev/null; pkill -9 -f /tmp/nextest-archive 2>/dev/null
   run suite-mpi-faults 200 "${SUITE[@]}" -E 'test(/fault/)'
+  finish
+  ;;
+probe|final)
+  unpack threads
+  if [ $PART = final ]; then
+    run suite-threads ${SUITE_LIMIT:-420} "${E32[@]}" GPU_TEST_RANKS=2 PATH=$G/threads/bin:$PATH \
+      $G/threads/cargo-nextest nextest run --archive-file $G/threads/tests.tar.zst --workspace-remap . \
+      --run-ignored all --no-fail-fast --test-threads 1
+  fi
+  if [ $PART = probe ] || [ -n "${PROBE:-}" ]; then
+    P=(--build nvcc --contenders fused,symm-layer,unfused05,unfused-nccl,symm,fast05
+       -b 8 -e 256K -f 8 -n 20 -w 5 --trials 3)
+    for n in 2 1; do
+      for b in 1 4 16 66 132; do
+        run probe-n$n-blocks$b 60 "${E32[@]}" NTHREADS=$n $B/06_symm_bench "${P[@]}" --blocks $b \
+          --json $L/probe-n$n-blocks$b.json
+      done
+    done
+    NCU=(ncu --clock-control none --launch-skip 10 --launch-count 1
+         --section SpeedOfLight --section LaunchStats --section Occupancy --section WarpStateStats
+         --section SourceCounters)
+    for k in symm_all_reduce_kernel tp_tail_fused; do
+      run ncu-$k 90 "${E32[@]}" NTHREADS=1 "${NCU[@]}" -k regex:$k $B/06_symm_bench --build nvcc \
+        --contenders fused,symm-layer,symm -b 8 -e 8 -n 20 -w 5 --trials 1
+    done
+  fi
+  finish
+  ;;
+mpi-transcripts)
+  unpack mpi
+  MPI=(mpirun -np 2 "${X[@]}")
+  for p in 02_allreduce_sm 04_vmm_raw 06_symm_primitive 06b_symm_triton; do
+    run mpi-$p 300 "${E32[@]}" "${MPI[@]}" $M/$p
+  done
+  run suite-mpi-transcripts 300 "${E32[@]}" NVSHMEM_HOME=$NV GPU_TEST_RANKS=2 PATH=$G/mpi/bin:$PATH \
+    $G/mpi/cargo-nextest nextest run --archive-file $G/mpi/tests.tar.zst --workspace-remap . \
+    --run-ignored all --no-fail-fast --test-threads 1 -E 'test(/transcript/)'
   finish
   ;;
 release)
