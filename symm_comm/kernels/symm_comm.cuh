@@ -57,13 +57,14 @@
 //   ncclGetLocalPointer).
 // * Memory ordering: writes the calling kernel made to its buffer before
 //   the call (by any thread of any block) are visible to every rank's loads
-//   inside the call (grid barrier, block 0's release-acquire barrier
-//   between the ranks, grid barrier). When the call returns 0, the whole result is visible to
-//   every thread of the calling kernel (release-acquire barrier between the
-//   ranks after the stores, then a grid barrier), so a fused consumer may
+//   inside the call (a grid barrier with block 0's release-acquire barrier
+//   between the ranks inside it). When the call returns 0, the whole result
+//   is visible to every thread of the calling kernel (the same after the
+//   stores), so a fused consumer may
 //   read any element right after the call, without a fence of its own.
 //   On a non-zero return nothing was read or written and no barrier ran.
-// * Cost: two cross-rank barrier rounds and four grid barriers per call.
+// * Cost: two grid barriers per call, each with a cross-rank barrier round
+//   inside it.
 //   There is no separate one-shot for small sizes: an in-place one-shot
 //   (every rank reads every peer) must also wait for every peer to finish
 //   reading before it overwrites its input, so it needs the same two rounds
@@ -231,27 +232,43 @@ __device__ __forceinline__ unsigned int symm_add_acq_rel(unsigned int* p, unsign
                : "=r"(old) : "l"(p), "r"(v) : "memory");
   return old;
 }
-__device__ __forceinline__ void symm_st_relaxed(unsigned int* p, unsigned int v) {
-  asm volatile("st.relaxed.gpu.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+__device__ __forceinline__ void symm_st_release(unsigned int* p, unsigned int v) {
+  asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
 }
 
-// A barrier across every block of this grid, on this GPU. words[0] counts
-// the blocks that arrived, words[1] is the generation. The last block to
-// arrive resets the count and then (release) bumps the generation; the
-// others wait (acquire) for the bump. Every block's writes before the
-// barrier happen before every block's reads after it.
-__device__ __forceinline__ void symm_grid_sync(unsigned int* words) {
+// A barrier across every block of this grid, on this GPU, with the barrier
+// between the ranks inside it: every block arrives; block 0 waits for all of
+// them, runs `cross` with all its threads, then releases the others.
+// words[0] counts arrivals: block 0 adds 2^31 - (gridDim.x - 1) and every
+// other block 1, so its top bit flips exactly when the last block arrives
+// and it never needs a reset (cooperative groups' grid sync does the same).
+// words[1] is the top bit block 0 last released. Each block makes one atomic
+// and waits once: the chain of dependent memory operations, not the number
+// of blocks, is what a grid barrier costs (PERF_NOTES.md, call 102).
+// Every block's writes before the barrier happen before block 0's `cross`,
+// and what block 0 acquired in `cross` happens before every block's reads
+// after the barrier.
+template <typename Cross>
+__device__ __forceinline__ void symm_grid_barrier(unsigned int* words, Cross cross) {
   __syncthreads();
+  unsigned int parity = 0;  // thread 0's: the top bit before this barrier
   if (threadIdx.x == 0) {
-    const unsigned int generation = symm_ld_acquire(words + 1);
     __threadfence();
-    if (symm_add_acq_rel(words, 1) == gridDim.x - 1) {
-      symm_st_relaxed(words, 0);
-      symm_add_acq_rel(words + 1, 1);
+    const unsigned int add = blockIdx.x == 0 ? 0x80000000u - (gridDim.x - 1) : 1u;
+    parity = symm_add_acq_rel(words, add) & 0x80000000u;
+    if (blockIdx.x == 0) {
+      while ((symm_ld_acquire(words) & 0x80000000u) == parity) {
+      }
     } else {
-      while (symm_ld_acquire(words + 1) == generation) {
+      while (symm_ld_acquire(words + 1) != (parity ^ 0x80000000u)) {
       }
     }
+  }
+  if (blockIdx.x == 0) {
+    __syncthreads();  // every block has arrived
+    cross();
+    __syncthreads();
+    if (threadIdx.x == 0) symm_st_release(words + 1, parity ^ 0x80000000u);
   }
   __syncthreads();
 }
@@ -493,31 +510,27 @@ __device__ __forceinline__ int symm_nccl_all_reduce(const NcclSymmContext* ctx, 
                          : symm_nccl_peer(ctx->buffer_window, lsa, p < nRanks ? p : 0) + offset;
   }
 
-  // Phase 1: inputs ready. Grid barrier (this rank's writes before the call,
-  // by any block, happen before block 0's arrival), then block 0's LSA
-  // barrier with acq_rel (released to the peers, their inputs acquired),
-  // then a grid barrier so that every block sees what block 0 acquired.
+  // Phase 1: inputs ready. A grid barrier (this rank's writes before the
+  // call, by any block, happen before block 0 goes on) with block 0's LSA
+  // barrier inside it, acq_rel (released to the peers, their inputs
+  // acquired), so that every block sees what block 0 acquired.
   SymmNcclBarrier bar;
-  symm_grid_sync(ctx->grid_sync);
-  if (blockIdx.x == 0) {
+  symm_grid_barrier(ctx->grid_sync, [&] {
     bar.open(comm, lsa);
     bar.sync();
-  }
-  symm_grid_sync(ctx->grid_sync);
+  });
 
   // Phase 2: reduce-scatter by loads, all-gather by stores.
   symm_reduce(dtype, peers, rank, nRanks, num_elements);
 
-  // Phase 3: outputs complete. Grid barrier (every block's stores into the
-  // peers before block 0's arrival), LSA barrier acq_rel (the peers' stores
-  // into our buffer acquired), grid barrier (visible to every block of the
-  // calling kernel).
-  symm_grid_sync(ctx->grid_sync);
-  if (blockIdx.x == 0) {
+  // Phase 3: outputs complete. A grid barrier (every block's stores into
+  // the peers before block 0 goes on) with block 0's LSA barrier inside it,
+  // acq_rel (the peers' stores into our buffer acquired), visible to every
+  // block of the calling kernel after it.
+  symm_grid_barrier(ctx->grid_sync, [&] {
     bar.sync();
     bar.close();
-  }
-  symm_grid_sync(ctx->grid_sync);
+  });
   return SYMM_OK;
 }
 #endif
@@ -555,23 +568,14 @@ __device__ __forceinline__ int symm_nvshmem_all_reduce(const NvshmemSymmContext*
   // The same three phases as the NCCL backend; the cross-rank barrier is
   // NVSHMEM's, which also completes and orders this PE's stores
   // (nvshmem_quiet, fences at system scope).
-  symm_grid_sync(ctx->grid_sync);
-  if (blockIdx.x == 0) {
+  auto cross = [] {
     __threadfence_system();
     nvshmemx_barrier_all_block();
     __threadfence_system();
-  }
-  symm_grid_sync(ctx->grid_sync);
-
+  };
+  symm_grid_barrier(ctx->grid_sync, cross);
   symm_reduce(dtype, peers, rank, nRanks, num_elements);
-
-  symm_grid_sync(ctx->grid_sync);
-  if (blockIdx.x == 0) {
-    __threadfence_system();
-    nvshmemx_barrier_all_block();
-    __threadfence_system();
-  }
-  symm_grid_sync(ctx->grid_sync);
+  symm_grid_barrier(ctx->grid_sync, cross);
   return SYMM_OK;
 }
 #endif
