@@ -450,14 +450,14 @@ impl FastKernels {
     }
 
     /// Enqueues `path` on `stream`. The device communicator must have been
-    /// created with [`requirements`] for these options. (It is only read;
-    /// `&mut` stays until `06_symm_bench`, which passes it so, changes.)
+    /// created with [`requirements`] for these options; it is only read
+    /// (its bytes go into the kernel's parameters).
     pub fn launch(
         &self,
         path: Path,
         stream: &CudaStream,
         args: AllReduceArgs,
-        dev_comm: &mut DevComm,
+        dev_comm: &DevComm,
     ) -> Result<()> {
         check_grid(
             path,

@@ -202,7 +202,7 @@ fn lsa_fast(ctx: &RankContext, args: &Args) -> Result<()> {
     let (barriers, staging) = fast::requirements(&fast_options, size, BLOCKS);
     // The LL staging buffer only for the one-shot kernel (nvcc route).
     let staging = fast_kernels.oneshot.map(|_| staging);
-    let mut dev_comm =
+    let dev_comm =
         DevComm::create(&shim, &comm, barriers, staging).context("Step 7: ncclDevCommCreate")?;
     // NOTE: the kernels reach only the LSA team, the ranks whose memory this
     // GPU maps (one node at most). If it holds fewer than every rank, the
@@ -248,7 +248,7 @@ fn lsa_fast(ctx: &RankContext, args: &Args) -> Result<()> {
         count: COUNT,
     };
     fast_kernels
-        .launch(path, &stream, launch_args, &mut dev_comm)
+        .launch(path, &stream, launch_args, &dev_comm)
         .context("Step 8: launch the fast kernel")?;
     stream
         .synchronize()

@@ -414,8 +414,7 @@ fn bench(ctx: &RankContext, args: &Args) -> Result<()> {
     // grid, and the one-shot's staging buffer.
     let (barriers, staging) = fast::requirements(&options, size, 16);
     let staging = fast_kernels.oneshot.map(|_| staging);
-    let mut dev_comm =
-        DevComm::create(&shim, &comm, barriers, staging).context("ncclDevCommCreate")?;
+    let dev_comm = DevComm::create(&shim, &comm, barriers, staging).context("ncclDevCommCreate")?;
     // Every kernel here reaches only the LSA team: ranks on several nodes
     // would sum within each node (device_build::shim::check_lsa_team).
     ctx.all_ok(check_lsa_team(dev_comm.lsa_size(), size).map_err(Into::into))?;
@@ -481,13 +480,13 @@ fn bench(ctx: &RankContext, args: &Args) -> Result<()> {
                     )
                 },
                 Contender::Vec16 => {
-                    fast_kernels.launch(twoshot(16), &stream, kernel_args, &mut dev_comm)
+                    fast_kernels.launch(twoshot(16), &stream, kernel_args, &dev_comm)
                 }
                 Contender::Twoshot => fast_kernels.launch(
                     twoshot(options.twoshot_max_blocks),
                     &stream,
                     kernel_args,
-                    &mut dev_comm,
+                    &dev_comm,
                 ),
                 Contender::Oneshot => fast_kernels.launch(
                     Path::OneShot {
@@ -495,13 +494,13 @@ fn bench(ctx: &RankContext, args: &Args) -> Result<()> {
                     },
                     &stream,
                     kernel_args,
-                    &mut dev_comm,
+                    &dev_comm,
                 ),
                 Contender::Fast => fast_kernels.launch(
                     fast::choose(count, size, &options),
                     &stream,
                     kernel_args,
-                    &mut dev_comm,
+                    &dev_comm,
                 ),
                 Contender::FastJit => jit_kernels
                     .as_ref()
@@ -511,7 +510,7 @@ fn bench(ctx: &RankContext, args: &Args) -> Result<()> {
                         twoshot(options.twoshot_max_blocks),
                         &stream,
                         kernel_args,
-                        &mut dev_comm,
+                        &dev_comm,
                     ),
                 Contender::Prims | Contender::PrimsOneshot | Contender::PrimsTwoshot => {
                     let oneshot_max = match contender {

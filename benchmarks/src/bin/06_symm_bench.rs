@@ -462,7 +462,7 @@ struct NcclSide<'a, 'd> {
     recv: u64,
     fast: &'a FastKernels,
     options: FastOptions,
-    dev_comm: &'a std::cell::RefCell<DevComm<'d>>,
+    dev_comm: &'a DevComm<'d>,
 }
 
 fn bench(ctx: &RankContext, args: &Args) -> Result<()> {
@@ -649,7 +649,6 @@ fn bench(ctx: &RankContext, args: &Args) -> Result<()> {
                 recv_window.as_raw().cast(),
                 dev_comm_copy.address(),
             )?;
-            let dev_comm = std::cell::RefCell::new(dev_comm);
             let result = if args.bad_input {
                 bad_input(ctx, &stream, &kernels, &on_send, blocks, window_bytes)
                     .map(|()| Vec::new())
@@ -682,7 +681,7 @@ fn bench(ctx: &RankContext, args: &Args) -> Result<()> {
                 })
             };
             drop((on_send, on_recv, dev_comm_copy));
-            dev_comm.into_inner().destroy()?;
+            dev_comm.destroy()?;
             send_window.deregister()?;
             recv_window.deregister()?;
             send.free()?;
@@ -1000,7 +999,7 @@ fn run_layer(
                                 recv_offset: i * bytes,
                                 count,
                             },
-                            &mut nccl.dev_comm.borrow_mut(),
+                            nccl.dev_comm,
                         )?;
                     } else {
                         let datatype = match dtype {
@@ -1265,7 +1264,7 @@ fn run_allreduce(
                             recv_offset: shift,
                             count,
                         },
-                        &mut nccl.dev_comm.borrow_mut(),
+                        nccl.dev_comm,
                     )
                 }
                 // SAFETY: both buffers hold shift + 4 count bytes.
