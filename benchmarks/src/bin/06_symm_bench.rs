@@ -488,8 +488,12 @@ fn bench(ctx: &RankContext, args: &Args) -> Result<()> {
     // each; and one region each of the layer's expected output, new
     // residual and sum, and its residual.
     let largest = sizes.iter().copied().max().unwrap_or(0);
+    // Either way one free-memory check (exit 2 when it fails): the fixed
+    // 1 MiB of --bad-input here, the sweep's inside fit_to_memory.
     let window_bytes = if args.bad_input {
-        1 << 20
+        let window_bytes = 1 << 20;
+        bench::check_free_memory(ctx, 4 * window_bytes + 4 * largest)?;
+        window_bytes
     } else {
         // Enough regions to rotate past L2, within 4 times the largest
         // size (bench::allreduce::regions), not one per operation; or what
@@ -497,7 +501,6 @@ fn bench(ctx: &RankContext, args: &Args) -> Result<()> {
         let wanted = rotation_bytes(&args.sweep, &args.stress, &sizes, l2_bytes(ctx, &stream)?);
         bench::fit_to_memory(ctx, wanted, 2 * largest, 4, 4 * largest)?
     };
-    bench::check_free_memory(ctx, 4 * window_bytes + 4 * largest)?;
 
     match args.backend {
         Backend::Nvshmem => {
