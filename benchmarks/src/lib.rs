@@ -4,7 +4,6 @@
 //! [`prims`]), and its own two-shot grid options ([`grid`]). The lessons
 //! never use this crate; it uses theirs.
 
-pub mod device_bytes;
 pub mod grid;
 pub mod lsa;
 pub mod prims;

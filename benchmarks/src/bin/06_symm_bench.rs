@@ -102,11 +102,10 @@ use bench::report::{Row, Series};
 use bench::{
     across_ranks, sum_over_ranks, time_rotating, Collective, Placement, Sample, SweepArgs,
 };
-use benchmarks::device_bytes::DeviceBytes;
 use common::nccl::{nccl_stream, sys, NcclCheck};
 use common::setup;
 use common::{CannotRun, Lesson, NcclVersion, Needs, RankContext};
-use cudarc::driver::{result as cu, sys as cu_sys, CudaContext, CudaStream};
+use cudarc::driver::{result as cu, sys as cu_sys, CudaContext, CudaSlice, CudaStream};
 use device_build::program;
 use device_build::route::Build;
 use device_build::shim::{check_lsa_team, DevComm};
@@ -122,7 +121,8 @@ use lsa_fast::fast::{self, FastKernels, FastOptions};
 use lsa_fast::launch::AllReduceArgs;
 use symm_comm::codes::{self, Call};
 use symm_comm::context::{
-    bytes_of, NcclSymmContext, NvshmemSymmContext, SymmContext, BACKEND_NCCL, BACKEND_NVSHMEM,
+    address, bytes_of, NcclSymmContext, NvshmemSymmContext, SymmContext, BACKEND_NCCL,
+    BACKEND_NVSHMEM,
 };
 use symm_comm::nvshmem;
 
@@ -394,20 +394,24 @@ struct Symmetric {
     /// This rank's address of the buffer's first byte.
     buffer: u64,
     /// The context over it, in device memory.
-    context: DeviceBytes,
-    _grid_sync: DeviceBytes,
+    context: CudaSlice<u8>,
+    _grid_sync: CudaSlice<u8>,
 }
 
 impl Symmetric {
+    /// The context's bytes, and its grid-barrier words (zeroed), copied to
+    /// the GPU on `stream`: stream order puts them before any kernel
+    /// launched there.
     fn new(
         kind: i32,
         ctx: &RankContext,
+        stream: &Arc<CudaStream>,
         buffer: u64,
         bytes: usize,
         window: *mut std::ffi::c_void,
         dev_comm: u64,
     ) -> Result<Self> {
-        let grid_sync = DeviceBytes::zeroed(8)?;
+        let grid_sync = stream.alloc_zeros::<u8>(8).context("grid-barrier words")?;
         let base = SymmContext {
             kind,
             rank: ctx.rank() as i32,
@@ -423,7 +427,7 @@ impl Symmetric {
                 buffer_size: bytes as u64,
                 device_idx: ctx.device() as i32,
                 reserved: 0,
-                grid_sync: grid_sync.address(),
+                grid_sync: address(&grid_sync),
             })
         } else {
             bytes_of(&NvshmemSymmContext {
@@ -433,12 +437,14 @@ impl Symmetric {
                 device_idx: ctx.device() as i32,
                 reserved: 0,
                 offset: 0,
-                grid_sync: grid_sync.address(),
+                grid_sync: address(&grid_sync),
             })
         };
         Ok(Self {
             buffer,
-            context: DeviceBytes::from_slice(&bytes_of_context)?,
+            context: stream
+                .clone_htod(&bytes_of_context)
+                .context("copy the context")?,
             _grid_sync: grid_sync,
         })
     }
@@ -534,6 +540,7 @@ fn bench(ctx: &RankContext, args: &Args) -> Result<()> {
             let symmetric = Symmetric::new(
                 BACKEND_NVSHMEM,
                 ctx,
+                &stream,
                 heap.as_ptr() as u64,
                 window_bytes,
                 std::ptr::null_mut(),
@@ -628,29 +635,27 @@ fn bench(ctx: &RankContext, args: &Args) -> Result<()> {
             let dev_comm = DevComm::create(&shim, &comm, barriers, staging)?;
             // Across nodes the LSA team is one node: exit 2, not a wrong sum.
             ctx.all_ok(check_lsa_team(dev_comm.lsa_size(), size).map_err(Into::into))?;
-            // SAFETY: the shim's buffer holds dev_comm_size() bytes.
-            let dev_comm_bytes = unsafe {
-                std::slice::from_raw_parts(
-                    dev_comm.as_kernel_arg().cast::<u8>(),
-                    shim.dev_comm_size(),
-                )
-            };
-            let dev_comm_copy = DeviceBytes::from_slice(dev_comm_bytes)?;
+            // The contexts point at the device communicator: its bytes go to the GPU.
+            let dev_comm_copy = stream
+                .clone_htod(dev_comm.kernel_arg())
+                .context("copy the device communicator to the GPU")?;
             let on_send = Symmetric::new(
                 BACKEND_NCCL,
                 ctx,
+                &stream,
                 send.as_ptr() as u64,
                 window_bytes,
                 send_window.as_raw().cast(),
-                dev_comm_copy.address(),
+                address(&dev_comm_copy),
             )?;
             let on_recv = Symmetric::new(
                 BACKEND_NCCL,
                 ctx,
+                &stream,
                 recv.as_ptr() as u64,
                 window_bytes,
                 recv_window.as_raw().cast(),
-                dev_comm_copy.address(),
+                address(&dev_comm_copy),
             )?;
             let result = if args.bad_input {
                 bad_input(ctx, &stream, &kernels, &on_send, blocks, window_bytes)
@@ -775,9 +780,18 @@ fn run_layer(
 ) -> Result<Vec<Series>> {
     let dtype = args.dtype;
     let largest = *sizes.last().context("no size")?;
-    let residual = DeviceBytes::zeroed(capacity)?;
-    let out = DeviceBytes::zeroed(capacity)?;
-    let status = DeviceBytes::zeroed(4)?;
+    let residual = stream
+        .alloc_zeros::<u8>(capacity)
+        .context("residual regions")?;
+    let out = stream
+        .alloc_zeros::<u8>(capacity)
+        .context("output regions")?;
+    let status = stream.alloc_zeros::<i32>(1).context("status word")?;
+    // NOTE: addresses taken once, outside the timed launches: each
+    // `address` call records an event on the stream (cudarc's tracking of
+    // a slice's uses across streams).
+    let (residual_address, out_address) = (address(&residual), address(&out));
+    let (context_address, status_address) = (address(&symmetric.context), address(&status));
     let factor = Collective::AllReduce.bus_factor(ctx.size());
     // The stress mode's spin, and the GPU checks of every output.
     let data = DataKernels::load()?;
@@ -802,28 +816,33 @@ fn run_layer(
     for &bytes in sizes {
         let layer = layer_for(bytes, dtype);
         let bytes = layer.elements() * dtype.size();
-        let x = DeviceBytes::from_slice(&reference::activations(&layer, ctx.rank()))?;
-        let w = DeviceBytes::from_slice(&reference::weights(&layer, ctx.rank()))?;
-        let gamma = DeviceBytes::from_slice(&reference::gamma(&layer))?;
+        let x = stream.clone_htod(&reference::activations(&layer, ctx.rank()));
+        let x = x.context("activations")?;
+        let w = stream.clone_htod(&reference::weights(&layer, ctx.rank()));
+        let w = w.context("weights")?;
+        let gamma = stream.clone_htod(&reference::gamma(&layer));
+        let gamma = gamma.context("RMSNorm weight")?;
         // What every operation must produce, from the CPU reference once
         // per size, kept on the GPU: each output is checked where it is
         // (bench::data's check_close), none copied back.
         let residual_in =
-            DeviceBytes::from_slice(&reference::encode(&reference::residual(&layer), dtype))?;
+            stream.clone_htod(&reference::encode(&reference::residual(&layer), dtype));
+        let residual_in = residual_in.context("residual")?;
         let (want_out, want_residual) = reference::expected(&layer, ctx.size(), dtype);
-        let wants = [(
-            DeviceBytes::from_slice(&want_out)?,
-            DeviceBytes::from_slice(&want_residual)?,
-        )];
+        let want_out = stream.clone_htod(&want_out).context("expected output")?;
+        let want_residual = stream
+            .clone_htod(&want_residual)
+            .context("expected new residual")?;
+        let wants = [(address(&want_out), address(&want_residual))];
         let want_sum = if contenders.contains(&Contender::SymmLayer) {
-            Some(DeviceBytes::from_slice(&reference::sums(
-                &layer,
-                ctx.size(),
-                dtype,
-            ))?)
+            let sums = reference::sums(&layer, ctx.size(), dtype);
+            Some(stream.clone_htod(&sums).context("expected sums")?)
         } else {
             None
         };
+        let (x_address, w_address, gamma_address) = (address(&x), address(&w), address(&gamma));
+        let residual_in_address = address(&residual_in);
+        let want_sum_address = want_sum.as_ref().map(address);
         // As many regions as rotate past L2 (at most one per operation of
         // a trial); a trial with more operations runs in rounds, each
         // checked before the next (bench::time_rotating).
@@ -831,20 +850,20 @@ fn run_layer(
             .min(capacity / bytes.max(1))
             .max(2);
         let at = |i: usize| LayerArgs {
-            context: symmetric.context.address(),
+            context: context_address,
             buffer: symmetric.buffer,
             byte_offset: i * bytes,
-            x: x.address(),
-            w: w.address(),
-            residual: residual.address() + (i * bytes) as u64,
-            gamma: gamma.address(),
-            out: out.address() + (i * bytes) as u64,
+            x: x_address,
+            w: w_address,
+            residual: residual_address + (i * bytes) as u64,
+            gamma: gamma_address,
+            out: out_address + (i * bytes) as u64,
             tokens: layer.tokens as i32,
             hidden: layer.hidden as i32,
             k: layer.k as i32,
             eps: layer.eps,
             dtype: dtype.code(),
-            status: status.address(),
+            status: status_address,
         };
         // Fresh residuals and poisoned outputs in `regions` regions, in
         // stream order.
@@ -853,8 +872,8 @@ fn run_layer(
                 // SAFETY: `residual` holds `capacity` bytes, `residual_in` one region's.
                 unsafe {
                     cu::memcpy_dtod_async(
-                        residual.address() + (i * bytes) as u64,
-                        residual_in.address(),
+                        residual_address + (i * bytes) as u64,
+                        residual_in_address,
                         bytes,
                         stream.cu_stream(),
                     )
@@ -862,25 +881,22 @@ fn run_layer(
                 .context("fresh residuals")?;
             }
             // SAFETY: `out` holds `capacity` bytes; 0xff bytes are NaN in both dtypes.
-            unsafe { cu::memset_d8_async(out.address(), 0xff, regions * bytes, stream.cu_stream()) }
+            unsafe { cu::memset_d8_async(out_address, 0xff, regions * bytes, stream.cu_stream()) }
                 .context("poison the outputs")
         };
-        // `regions` regions of `buffer` (float32 or bfloat16) against `want`
-        // (float32 on the GPU) within `tolerance`, on the GPU; the first
-        // wrong element is read back and reported.
+        // `regions` regions of `buffer` (float32 or bfloat16) against the
+        // float32 values at `wants` on the GPU within `tolerance`, on the
+        // GPU; the first wrong element is read back and reported.
         let check_regions = |name: &str,
                              buffer: u64,
-                             wants: &[&DeviceBytes],
+                             wants: &[u64],
                              tolerance: f32,
                              regions: usize,
                              what: &str|
          -> Result<u64> {
             let count = layer.elements();
             let parts: Vec<(u64, u64, usize)> = (0..regions)
-                .map(|i| {
-                    let want = wants[i % wants.len()].address();
-                    (buffer + (i * bytes) as u64, want, count)
-                })
+                .map(|i| (buffer + (i * bytes) as u64, wants[i % wants.len()], count))
                 .collect();
             let checked = data.check_close(&parts, dtype == Dtype::Bf16, tolerance, stream)?;
             if let Some(first) = checked.first {
@@ -898,7 +914,7 @@ fn run_layer(
                     .and_then(|()| {
                         cu::memcpy_dtoh_async(
                             &mut want[..],
-                            wants[i % wants.len()].address() + 4 * e as u64,
+                            wants[i % wants.len()] + 4 * e as u64,
                             stream.cu_stream(),
                         )
                     })
@@ -918,21 +934,21 @@ fn run_layer(
             }
             Ok(checked.wrong)
         };
-        // Slot i's output and new residual against wants[i % wants.len()].
-        let check_against =
-            |regions: usize, what: &str, wants: &[(DeviceBytes, DeviceBytes)]| -> Result<u64> {
-                let outs: Vec<&DeviceBytes> = wants.iter().map(|(o, _)| o).collect();
-                let residuals: Vec<&DeviceBytes> = wants.iter().map(|(_, r)| r).collect();
-                let tolerance = reference::output_tolerance(dtype);
-                Ok(check_regions(
-                    "new residual",
-                    residual.address(),
-                    &residuals,
-                    0.0,
-                    regions,
-                    what,
-                )? + check_regions("output", out.address(), &outs, tolerance, regions, what)?)
-            };
+        // Slot i's output and new residual against the addresses
+        // wants[i % wants.len()] (expected output, expected new residual).
+        let check_against = |regions: usize, what: &str, wants: &[(u64, u64)]| -> Result<u64> {
+            let outs: Vec<u64> = wants.iter().map(|&(o, _)| o).collect();
+            let residuals: Vec<u64> = wants.iter().map(|&(_, r)| r).collect();
+            let tolerance = reference::output_tolerance(dtype);
+            Ok(check_regions(
+                "new residual",
+                residual_address,
+                &residuals,
+                0.0,
+                regions,
+                what,
+            )? + check_regions("output", out_address, &outs, tolerance, regions, what)?)
+        };
         let check_layer = |regions: usize, what: &str| check_against(regions, what, &wants);
         let compute_all = |regions: usize| -> Result<()> {
             for i in 0..regions {
@@ -951,7 +967,7 @@ fn run_layer(
             stream.synchronize().context("compute the partials")
         };
         let check_sums = |regions: usize, what: &str| -> Result<u64> {
-            let want_sum = want_sum.as_ref().context("no sums for symm-layer")?;
+            let want_sum = want_sum_address.context("no sums for symm-layer")?;
             check_regions("sum", symmetric.buffer, &[want_sum], 0.0, regions, what)
         };
         // Operation `i` of `contender` with the layer arguments `a` (the
@@ -980,7 +996,7 @@ fn run_layer(
                             num_elements: layer.elements(),
                             reduce_op: codes::REDUCE_SUM,
                             dtype: dtype.code(),
-                            status: status.address(),
+                            status: status_address,
                         },
                     )
                 },
@@ -1038,11 +1054,8 @@ fn run_layer(
             let (variant_x, variant_wants) = if args.one_region {
                 let x = (0..ONE_REGION_VARIANTS)
                     .map(|v| {
-                        DeviceBytes::from_slice(&reference::activations_variant(
-                            &layer,
-                            ctx.rank(),
-                            v,
-                        ))
+                        let x = reference::activations_variant(&layer, ctx.rank(), v);
+                        stream.clone_htod(&x).context("activations (one region)")
                     })
                     .collect::<Result<Vec<_>>>()?;
                 let wants = (0..ONE_REGION_VARIANTS)
@@ -1050,8 +1063,12 @@ fn run_layer(
                         let (out, residual) =
                             reference::expected_variant(&layer, ctx.size(), dtype, v);
                         Ok((
-                            DeviceBytes::from_slice(&out)?,
-                            DeviceBytes::from_slice(&residual)?,
+                            stream
+                                .clone_htod(&out)
+                                .context("expected output (one region)")?,
+                            stream
+                                .clone_htod(&residual)
+                                .context("expected new residual (one region)")?,
                         ))
                     })
                     .collect::<Result<Vec<_>>>()?;
@@ -1059,6 +1076,11 @@ fn run_layer(
             } else {
                 (Vec::new(), Vec::new())
             };
+            let variant_x_addresses: Vec<u64> = variant_x.iter().map(address).collect();
+            let variant_want_addresses: Vec<(u64, u64)> = variant_wants
+                .iter()
+                .map(|(out, residual)| (address(out), address(residual)))
+                .collect();
             for (&kernel, rows) in stress_kernels.iter().zip(&mut stress_rows) {
                 let (mut done, mut wrong) = (0, 0);
                 while done < ops {
@@ -1074,7 +1096,7 @@ fn run_layer(
                         if args.one_region {
                             let a = LayerArgs {
                                 byte_offset: 0,
-                                x: variant_x[k % ONE_REGION_VARIANTS].address(),
+                                x: variant_x_addresses[k % ONE_REGION_VARIANTS],
                                 ..at(k)
                             };
                             op_with(kernel, a, k)?;
@@ -1085,7 +1107,7 @@ fn run_layer(
                     stream.synchronize().context("stress batch")?;
                     let what = format!("stress, {}, {bytes} B", kernel.name());
                     wrong += if args.one_region {
-                        check_against(batch, &what, &variant_wants)?
+                        check_against(batch, &what, &variant_want_addresses)?
                     } else {
                         check_layer(batch, &what)?
                     };
@@ -1123,8 +1145,8 @@ fn run_layer(
                     |regions| check_layer(regions, &what),
                 )?
             };
-            let mut code = [0i32];
-            status.read(&mut code)?;
+            stream.synchronize().context("wait for the status word")?;
+            let code = stream.clone_dtoh(&status).context("read the status word")?;
             ensure!(
                 code[0] == codes::OK,
                 "{what}: symm_all_reduce returned {} ({})",
@@ -1208,7 +1230,9 @@ fn run_allreduce(
         return Ok(Vec::new());
     }
     let sizes = args.sweep.sizes(4)?;
-    let status = DeviceBytes::zeroed(4)?;
+    let status = stream.alloc_zeros::<i32>(1).context("status word")?;
+    // Taken once, outside the timed launches (see run_layer).
+    let (context_address, status_address) = (address(&on_recv.context), address(&status));
     let sweep = Sweep::new(ctx, &args.sweep, stream, Buffers::whole(send, recv), &sizes)?;
     let mut series = Vec::new();
     let progress = bench::progress(ctx, sizes.len() * contenders.len(), BENCH.name);
@@ -1241,13 +1265,13 @@ fn run_allreduce(
                             THREADS,
                             stream,
                             AllReduceCall {
-                                context: on_recv.context.address(),
+                                context: context_address,
                                 local_ptr: on_recv.buffer,
                                 byte_offset: shift,
                                 num_elements: count,
                                 reduce_op: codes::REDUCE_SUM,
                                 dtype: codes::DTYPE_FLOAT32,
-                                status: status.address(),
+                                status: status_address,
                             },
                         )
                     }
@@ -1286,8 +1310,8 @@ fn run_allreduce(
     }
     progress.finish_and_clear();
     drop(sweep);
-    let mut code = [0i32];
-    status.read(&mut code)?;
+    stream.synchronize().context("wait for the status word")?;
+    let code = stream.clone_dtoh(&status).context("read the status word")?;
     ensure!(
         code[0] == codes::OK,
         "symm_all_reduce returned {} ({})",
@@ -1308,11 +1332,17 @@ fn bad_input(
     bytes: usize,
 ) -> Result<()> {
     // A context like `symmetric`'s with an unknown backend type.
-    let mut unknown = vec![0u8; std::mem::size_of::<NcclSymmContext>()];
-    symmetric.context.read(&mut unknown)?;
+    stream.synchronize().context("wait for the context")?;
+    let mut unknown = stream
+        .clone_dtoh(&symmetric.context)
+        .context("read the context")?;
     unknown[..4].copy_from_slice(&7i32.to_ne_bytes());
-    let unknown = DeviceBytes::from_slice(&unknown)?;
-    let status = DeviceBytes::zeroed(4)?;
+    let unknown_context = stream
+        .clone_htod(&unknown)
+        .context("copy the unknown-backend context")?;
+    let mut status = stream.alloc_zeros::<i32>(1).context("status word")?;
+    let (known_address, unknown_address) = (address(&symmetric.context), address(&unknown_context));
+    let status_address = address(&status);
     let good = Call {
         backend: Some(BACKEND_NCCL),
         shape: codes::Shape::OneD,
@@ -1329,15 +1359,14 @@ fn bad_input(
     for (what, call, expected) in &cases {
         let context = match call.backend {
             None => 0,
-            Some(BACKEND_NCCL) => symmetric.context.address(),
-            Some(_) => unknown.address(),
+            Some(BACKEND_NCCL) => known_address,
+            Some(_) => unknown_address,
         };
-        status.write(&[i32::MIN])?;
-        // The write waits for this rank's CUDA context (cuCtxSynchronize),
-        // which ranks that share a GPU in thread mode share: every rank
-        // writes before any launches, or one would wait for a peer's kernel
-        // that waits for it.
-        ctx.barrier()?;
+        // On this rank's stream: it lands before the launch below and waits
+        // for no peer's kernel, so the ranks need no barrier between cases.
+        stream
+            .memcpy_htod(&[i32::MIN], &mut status)
+            .context("reset the status word")?;
         // SAFETY: the kernel checks every argument before touching memory.
         unsafe {
             launch::all_reduce_shaped(
@@ -1353,13 +1382,12 @@ fn bad_input(
                     num_elements: call.num_elements as usize,
                     reduce_op: call.reduce_op,
                     dtype: call.dtype,
-                    status: status.address(),
+                    status: status_address,
                 },
             )
         }?;
         stream.synchronize().context(*what)?;
-        let mut code = [0i32];
-        status.read(&mut code)?;
+        let code = stream.clone_dtoh(&status).context("read the status word")?;
         let host = codes::check(call);
         if code[0] == *expected && host == *expected {
             agreed += 1;
