@@ -374,12 +374,6 @@ impl<'a> DevComm<'a> {
         size.max(0) as usize
     }
 
-    /// The kernel argument: a pointer to the `ncclDevComm` bytes, which
-    /// `cuLaunchKernel` copies into the kernel's parameter space.
-    pub fn as_kernel_arg(&self) -> *mut c_void {
-        self.bytes.cast()
-    }
-
     /// The `ncclDevComm` bytes, for a kernel that takes the device
     /// communicator by value (`common::kernel::KernelArgs::arg_bytes`).
     pub fn kernel_arg(&self) -> &[u8] {
