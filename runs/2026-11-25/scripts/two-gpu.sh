@@ -29,11 +29,14 @@
 #                 06_symm_bench from 8 B to 256 KiB with --blocks 1, 4, 16, 66
 #                 and 132, at 2 ranks and at 1, and ncu's view of
 #                 symm_all_reduce_kernel and tp_tail_fused at 8 B (1 rank)
-#   PART=final    after the session's last change (carry .carry/threads.txz):
-#                 the thread build's whole suite at GPU_TEST_RANKS=2 (PROBE=1:
-#                 then the probe)
-#   PART=mpi-transcripts carry .carry/mpi.txz: the MPI build's transcript
-#                 tests and lessons 02, 04, 06, 06b under mpirun -np 2
+#   PART=final    after the session's last change (carry .carry/threads.txz,
+#                 and .carry/before-barrier.txz for the before/after timing of
+#                 lesson 06's change 3 and the stress modes on it): the thread
+#                 build's whole suite at GPU_TEST_RANKS=2 (PROBE=1: then the
+#                 probe)
+#   PART=mpi-transcripts carry .carry/mpi.txz: lessons 02, 04, 06, 06b, 06c
+#                 (both dtypes) and your_cuda_kernel under mpirun -np 2, the
+#                 NVSHMEM stress mode, the MPI build's transcript tests
 # Logs go to $OUT/$CALL/ (index.txt: each step's exit code) and come back as
 # $OUT/$CALL.tgz. A step that would start past $BUDGET seconds is skipped.
 set -u
@@ -179,6 +182,33 @@ mpi)
   ;;
 probe|final)
   unpack threads
+  if [ $PART = final ] && [ -f .carry/before-barrier.txz ]; then
+    # Change 3 of lesson 06's PERF_NOTES, before/after in one call:
+    # 06_symm_bench of df44622 (four grid barriers; .carry/before-barrier.txz)
+    # against this build's, alternating, twice at 2 ranks, once at 1.
+    mkdir -p $G && tar -xJf .carry/before-barrier.txz -C $G
+    C=fused,triton,symm-layer,unfused05,unfused-nccl,symm,fast05
+    for i in 1 2; do
+      for v in before after; do
+        b=$B; [ $v = before ] && b=$G/before/bin
+        run 06-$v-n2-$i 120 "${E32[@]}" NTHREADS=2 $b/06_symm_bench --build nvcc --contenders $C \
+          -b 8 -e 512M -f 8 -n 20 -w 5 --trials 3 --json $L/06-$v-n2-$i.json
+      done
+    done
+    for v in before after; do
+      b=$B; [ $v = before ] && b=$G/before/bin
+      run 06-$v-n1 90 "${E32[@]}" NTHREADS=1 $b/06_symm_bench --build nvcc --contenders $C \
+        -b 8 -e 256K -f 8 -n 20 -w 5 --trials 3 --json $L/06-$v-n1.json
+    done
+    python3 runs/2026-11-25/scripts/compare.py $L/06-before-n2-1.json $L/06-after-n2-1.json \
+      $L/06-before-n2-2.json $L/06-after-n2-2.json > $L/06-before-after-n2.txt 2>&1
+    python3 runs/2026-11-25/scripts/compare.py $L/06-before-n1.json $L/06-after-n1.json \
+      > $L/06-before-after-n1.txt 2>&1
+    SZ=(-b 4K -e 4M -f 32)
+    run 06-stress 120 "${E32[@]}" NTHREADS=2 $B/06_symm_bench --build nvcc --contenders fused,triton --stress 2000 "${SZ[@]}"
+    run 06-stress-one-region 120 "${E32[@]}" NTHREADS=2 $B/06_symm_bench --build nvcc --contenders fused,triton \
+      --stress 2000 --one-region "${SZ[@]}"
+  fi
   if [ $PART = final ]; then
     run suite-threads ${SUITE_LIMIT:-420} "${E32[@]}" GPU_TEST_RANKS=2 PATH=$G/threads/bin:$PATH \
       $G/threads/cargo-nextest nextest run --archive-file $G/threads/tests.tar.zst --workspace-remap . \
@@ -209,6 +239,11 @@ mpi-transcripts)
   for p in 02_allreduce_sm 04_vmm_raw 06_symm_primitive 06b_symm_triton; do
     run mpi-$p 300 "${E32[@]}" "${MPI[@]}" $M/$p
   done
+  run mpi-06c-f32 120 "${E32[@]}" NVSHMEM_HOME=$NV "${MPI[@]}" $M/06c_symm_nvshmem
+  run mpi-06c-bf16 120 "${E32[@]}" NVSHMEM_HOME=$NV "${MPI[@]}" $M/06c_symm_nvshmem --dtype bf16
+  run mpi-your-cuda-kernel 120 "${E32[@]}" "${MPI[@]}" $M/your_cuda_kernel
+  run mpi-06-stress-nvshmem 200 "${E32[@]}" NVSHMEM_HOME=$NV "${MPI[@]}" $M/06_symm_bench --backend nvshmem \
+    --contenders fused --stress 2000 -b 4K -e 4M -f 32
   run suite-mpi-transcripts 300 "${E32[@]}" NVSHMEM_HOME=$NV GPU_TEST_RANKS=2 PATH=$G/mpi/bin:$PATH \
     $G/mpi/cargo-nextest nextest run --archive-file $G/mpi/tests.tar.zst --workspace-remap . \
     --run-ignored all --no-fail-fast --test-threads 1 -E 'test(/transcript/)'
