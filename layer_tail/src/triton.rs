@@ -634,6 +634,18 @@ pub unsafe fn launch(
 mod tests {
     use super::*;
 
+    /// The tests that write a stand-in executable or start a program take
+    /// turns: a program started by one test (fork, then exec) inherits, until
+    /// its exec, the descriptor another test still holds open while it
+    /// writes its stand-in, and exec'ing that stand-in then fails with
+    /// "Text file busy" (ETXTBSY), as it once did in CI.
+    static PROCESSES: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+        PROCESSES
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
     #[test]
     fn python_is_looked_for_where_a_user_keeps_triton() {
         let named = OsString::from("/opt/venv/bin/python");
@@ -665,6 +677,7 @@ mod tests {
 
     #[test]
     fn a_python_without_triton_is_a_clear_exit_2() {
+        let _turn = one_at_a_time();
         // /bin/false runs and fails: as a Python without the module.
         let err = find_python(&[
             PathBuf::from("/bin/false"),
@@ -682,6 +695,7 @@ mod tests {
 
     #[test]
     fn an_old_triton_is_refused_with_the_fix() {
+        let _turn = one_at_a_time();
         let dir = tempfile::tempdir().unwrap();
         let fake = dir.path().join("python");
         std::fs::write(&fake, "#!/bin/sh\necho 3.5.1\n").unwrap();
@@ -694,6 +708,7 @@ mod tests {
 
     #[test]
     fn a_python_others_can_write_is_not_run() {
+        let _turn = one_at_a_time();
         let dir = tempfile::tempdir().unwrap();
         let open = dir.path().join("open");
         std::fs::create_dir(&open).unwrap();
@@ -708,6 +723,7 @@ mod tests {
 
     #[test]
     fn a_triton_package_others_can_write_is_refused() {
+        let _turn = one_at_a_time();
         use std::os::unix::fs::PermissionsExt;
         let dir = tempfile::tempdir().unwrap();
         let package = dir.path().join("site-packages").join("triton");
@@ -763,6 +779,7 @@ mod tests {
 
     #[test]
     fn a_bare_interpreter_name_is_looked_up_on_path() {
+        let _turn = one_at_a_time();
         let dir = tempfile::tempdir().unwrap();
         fake_python(&dir.path().join("python3"), "3.6.0");
         let path = std::env::join_paths([Path::new("/no/such/dir"), dir.path()]).unwrap();
@@ -779,6 +796,7 @@ mod tests {
     /// re-pointed, another Python on PATH): another build.
     #[test]
     fn the_key_changes_when_the_interpreter_resolves_elsewhere() {
+        let _turn = one_at_a_time();
         let dir = tempfile::tempdir().unwrap();
         let (first, second) = (dir.path().join("first"), dir.path().join("second"));
         std::fs::create_dir(&first).unwrap();
