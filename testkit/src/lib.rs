@@ -684,6 +684,59 @@ fn mpi_launch_of(thread_text: &str) -> String {
     }
 }
 
+/// Asserts that `set_var` and `remove_var` appear in `files` (outside their
+/// `#[cfg(test)]` part and comments) only inside the functions named in
+/// `before_threads`, which run before any thread starts: in a rank's body
+/// the CUDA driver (and MPI) already run threads that may read the
+/// environment, and `set_var` there is undefined behaviour (`unsafe` from
+/// edition 2024). Also asserts that the scan found at least one call.
+pub fn assert_set_var_only_before_threads(files: &[PathBuf], before_threads: &[&str]) {
+    let mut found = 0;
+    let mut wrong = Vec::new();
+    for file in files {
+        let text = std::fs::read_to_string(file).unwrap();
+        // The tests of a file come last; they may set variables of their own.
+        let text = text.split("#[cfg(test)]").next().unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        for (at, line) in lines.iter().enumerate() {
+            let sets = line.contains("set_var(") || line.contains("remove_var(");
+            if line.trim_start().starts_with("//") || !sets {
+                continue;
+            }
+            found += 1;
+            let function = enclosing_fn(&lines, at).unwrap_or_default();
+            if !before_threads.contains(&function.as_str()) {
+                wrong.push(format!(
+                    "{}:{}: set_var or remove_var in {function}",
+                    file.display(),
+                    at + 1
+                ));
+            }
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "set_var or remove_var where threads may exist:\n{}",
+        wrong.join("\n")
+    );
+    assert!(
+        found > 0,
+        "no set_var found at all: is the scan still looking?"
+    );
+}
+
+/// The name of the function around line `at` of `lines`.
+fn enclosing_fn(lines: &[&str], at: usize) -> Option<String> {
+    lines[..=at].iter().rev().find_map(|line| {
+        let line = line.trim_start();
+        let rest = line
+            .strip_prefix("pub fn ")
+            .or_else(|| line.strip_prefix("fn "))
+            .or_else(|| line.strip_prefix("pub(crate) fn "))?;
+        Some(rest.split(['(', '<']).next()?.trim().to_string())
+    })
+}
+
 /// `// Step N: text` comments of a source file, as `Step N: text`.
 pub fn source_steps(source: &str) -> Vec<String> {
     source
