@@ -28,8 +28,7 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 use common::{kernel, Lesson, NcclVersion, Needs, RankContext};
 use cudarc::driver::{sys as cu_sys, CudaContext};
-use device_build::cache;
-use device_build::{program, Env, Module};
+use device_build::{cache, program, Env, Module};
 use layer_tail::reference::{self, Layer};
 use layer_tail::{Backend, Dtype, CACHE_NAME, FUSED_KERNEL, THREADS};
 use symm_comm::context::{address, bytes_of, NvshmemSymmContext, SymmContext, BACKEND_NVSHMEM};
@@ -96,36 +95,13 @@ fn symm_nvshmem_lesson(ctx: &RankContext, args: &Args) -> Result<()> {
     // cache filled instead of all compiling at once.
     let arch = format!("sm_{major}{minor}");
     let cache = Env::from_process().cache_root(CACHE_NAME);
-    let found = nvshmem::find(&nvshmem::Search::from_process())?;
     let built = cache::root_first(ctx, "Step 2: build the library and kernels", || {
-        let target = nvshmem::Target::find(
-            &Env::from_process(),
-            &arch,
-            found.clone(),
-            layer_tail::source(),
-            layer_tail::defines(Backend::Nvshmem),
-        )?;
-        if ctx.is_root() {
-            eprintln!(
-                "note: build route: nvshmem ({}, {} with {})",
-                target.nvrtc,
-                target.nvjitlink,
-                target.nvshmem.device_library.display()
-            );
-        }
-        nvshmem::build_or_reuse(&target, &cache)
+        let defines = layer_tail::defines(Backend::Nvshmem);
+        device_build::nvshmem::build_for_this_process(&arch, layer_tail::source(), defines, &cache)
     })?;
-    if ctx.is_root() {
-        let how = if built.compiled {
-            "built"
-        } else {
-            "reused from the cache"
-        };
-        eprintln!(
-            "note: module {how} in {:.2} s (route nvshmem, {arch})",
-            built.seconds
-        );
-    }
+    built.print_build_note(ctx);
+    // The exact commands (NVRTC and nvJitLink), or the cached cubin used.
+    built.print_commands(ctx);
     ctx.println_root(format!(
         "Layer: {} tokens x {} features, {} input features per rank, {}",
         LAYER.tokens,
@@ -137,7 +113,8 @@ fn symm_nvshmem_lesson(ctx: &RankContext, args: &Args) -> Result<()> {
     // Step 3: Set up symmetric memory: initialise NVSHMEM with a shared unique id, then nvshmem_malloc.
     // NOTE: every call here is collective: every rank, the same order.
     let bytes = LAYER.elements() * dtype.size();
-    let library = nvshmem::Library::load(&found).context("Step 3: load NVSHMEM's host library")?;
+    let library =
+        nvshmem::Library::load(&built.nvshmem).context("Step 3: load NVSHMEM's host library")?;
     // The project's own launcher carries the id, as it carries NCCL's.
     let mut id = [0u8; nvshmem::UNIQUEID_BYTES];
     if ctx.is_root() {
@@ -162,7 +139,7 @@ fn symm_nvshmem_lesson(ctx: &RankContext, args: &Args) -> Result<()> {
     ))?;
 
     // Step 4: Load the module (cuModuleLoadData) and register it with NVSHMEM (nvshmemx_cumodule_init).
-    let module = Module::load(&built.file(nvshmem::CUBIN)).context("Step 4: load the module")?;
+    let module = Module::load(&built.cubin()).context("Step 4: load the module")?;
     // SAFETY: the module stays loaded until after the guard is dropped (Step 9).
     let module_init =
         unsafe { session.init_module(module.raw()) }.context("Step 4: nvshmemx_cumodule_init")?;

@@ -27,6 +27,20 @@ impl Ran {
     }
 }
 
+/// What a build says it did, one `note:` line each: `note: ran: <command>`
+/// for each command it ran, or, when the cache held the build (nothing
+/// ran), `note: cached: <file>` for each file the program uses from it.
+pub fn notes(compiled: bool, commands: &[String], files: &[PathBuf]) -> Vec<String> {
+    if compiled {
+        commands.iter().map(|c| format!("note: ran: {c}")).collect()
+    } else {
+        files
+            .iter()
+            .map(|f| format!("note: cached: {}", f.display()))
+            .collect()
+    }
+}
+
 /// `cd DIR && PROGRAM ARGS...`, each word quoted for a POSIX shell where
 /// it needs to be: the line a reader can paste to run the same command.
 pub fn command_line(dir: &Path, program: &Path, args: &[String]) -> String {

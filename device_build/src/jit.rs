@@ -892,13 +892,40 @@ pub fn link_line(
     inputs: &[String],
     cubin: &Path,
 ) -> String {
+    let typed: Vec<(String, LinkInput)> = inputs
+        .iter()
+        .map(|i| (i.clone(), LinkInput::Ltoir))
+        .collect();
+    link_inputs_line(nvjitlink, arch, &typed, cubin)
+}
+
+/// [`link_line`] with each input's kind given, as
+/// [`NvJitLink::link_inputs`] takes them: the kinds added are named after
+/// `nvJitLinkAddData`, in the order they first come (`LTO-IR, archive`).
+pub fn link_inputs_line(
+    nvjitlink: &dyn std::fmt::Display,
+    arch: &str,
+    inputs: &[(String, LinkInput)],
+    cubin: &Path,
+) -> String {
     let mut words = vec!["nvjitlink".to_string()];
     words.extend(link_options(arch).iter().map(|o| shell_word(o)));
-    words.extend(inputs.iter().map(|i| shell_word(i)));
+    words.extend(inputs.iter().map(|(i, _)| shell_word(i)));
     words.extend(["-o".into(), shell_word(&cubin.display().to_string())]);
+    let mut kinds: Vec<&str> = Vec::new();
+    for (_, kind) in inputs {
+        let name = match kind {
+            LinkInput::Ltoir => "LTO-IR",
+            LinkInput::Library => "archive",
+        };
+        if !kinds.contains(&name) {
+            kinds.push(name);
+        }
+    }
     format!(
-        "{}  # nvJitLinkCreate, nvJitLinkAddData (LTO-IR), nvJitLinkComplete, {nvjitlink}",
-        words.join(" ")
+        "{}  # nvJitLinkCreate, nvJitLinkAddData ({}), nvJitLinkComplete, {nvjitlink}",
+        words.join(" "),
+        kinds.join(", ")
     )
 }
 

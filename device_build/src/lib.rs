@@ -29,6 +29,7 @@ pub mod env;
 pub mod jit;
 pub mod module;
 pub mod nvcc;
+pub mod nvshmem;
 pub mod program;
 pub mod route;
 pub mod shim;

@@ -11,7 +11,7 @@ use common::{CannotRun, NcclVersion, RankContext};
 
 use crate::route::{self, Build, Chosen, Plan, Program};
 use crate::shim::Shim;
-use crate::{cache, jit, nvcc, CacheRoot, Env, Source};
+use crate::{cache, command, jit, nvcc, CacheRoot, Env, Source};
 
 /// The preflight tool check a lesson names in `Lesson::tool`: nvcc or NVRTC
 /// is found, so that a machine with neither hears so before any rank
@@ -111,17 +111,7 @@ impl Built {
 
     /// What [`print_commands`](Self::print_commands) prints.
     pub fn command_notes(&self) -> Vec<String> {
-        if self.build.compiled {
-            self.commands
-                .iter()
-                .map(|c| format!("note: ran: {c}"))
-                .collect()
-        } else {
-            self.files
-                .iter()
-                .map(|f| format!("note: cached: {}", f.display()))
-                .collect()
-        }
+        command::notes(self.build.compiled, &self.commands, &self.files)
     }
 
     /// Why Rust sees a `ncclDevComm` only as bytes, as the lessons print it

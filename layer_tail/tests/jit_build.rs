@@ -15,9 +15,8 @@ use std::path::PathBuf;
 
 use common::NcclVersion;
 use device_build::route::{choose, Build, Plan};
-use device_build::{jit, CacheRoot, Env};
+use device_build::{jit, nvshmem, CacheRoot, Env};
 use layer_tail::{ALL_REDUCE_KERNEL, COMPUTE_KERNEL, EPILOGUE_KERNEL, FUSED_KERNEL};
-use symm_comm::nvshmem;
 
 fn wheels() -> Option<PathBuf> {
     let site = std::env::var_os("DEVICE_BUILD_WHEELS")
@@ -119,13 +118,54 @@ fn the_nvshmem_backend_builds_with_libnvshmem_device() {
     )
     .unwrap();
     let started = std::time::Instant::now();
-    let built = nvshmem::build_or_reuse(&target, &cache).unwrap();
-    assert!(built.compiled);
-    let cubin = std::fs::read(built.file(nvshmem::CUBIN)).unwrap();
+    let built = nvshmem::build(&target, &cache).unwrap();
+    assert!(built.build.compiled);
+    let cubin = std::fs::read(built.cubin()).unwrap();
     assert_has_kernels(&cubin);
     eprintln!(
         "NVSHMEM backend: built in {:.2} s; cubin {} bytes",
         started.elapsed().as_secs_f64(),
         cubin.len()
+    );
+    // What the lesson prints: the NVRTC call, then the nvJitLink call, each
+    // with every option and the directory the build is now in.
+    let notes = built.command_notes();
+    for line in &notes {
+        eprintln!("{line}");
+    }
+    let dir = built.build.dir.display().to_string();
+    let device_library = built.nvshmem.device_library.display();
+    assert_eq!(notes.len(), 2, "{notes:#?}");
+    assert!(
+        notes[0].starts_with(&format!(
+            "note: ran: nvrtc -arch=sm_90 -dlto -rdc=true -default-device -std=c++17 \
+             --pre-include={dir}/prelude.h -DSYMM_WITH_NVSHMEM=1 -DSYMM_THREADS=512 -I"
+        )),
+        "{}",
+        notes[0]
+    );
+    assert!(
+        notes[0].ends_with(&format!(
+            " symm_tp_tail.cu  # nvrtcCompileProgram, {}, to LTO-IR",
+            target.nvrtc
+        )),
+        "{}",
+        notes[0]
+    );
+    assert_eq!(
+        notes[1],
+        format!(
+            "note: ran: nvjitlink -arch=sm_90 -lto symm_tp_tail.cu {device_library} \
+             -o {dir}/symm_nvshmem.cubin  # nvJitLinkCreate, nvJitLinkAddData (LTO-IR, archive), \
+             nvJitLinkComplete, {}",
+            target.nvjitlink
+        )
+    );
+    // The second time the cache holds it: the cubin it used, nothing ran.
+    let again = nvshmem::build(&target, &cache).unwrap();
+    assert!(!again.build.compiled);
+    assert_eq!(
+        again.command_notes(),
+        [format!("note: cached: {dir}/symm_nvshmem.cubin")]
     );
 }

@@ -10,7 +10,9 @@
 //!   bytes as the device reads them, and device memory to hold them;
 //! * [`codes`]: the return codes with their descriptions, and the same
 //!   argument checks on the host;
-//! * [`nvshmem`]: NVSHMEM's host side (find, build, init, heap) as RAII guards;
+//! * [`nvshmem`]: NVSHMEM's host side (init, heap, module state) as RAII
+//!   guards; NVSHMEM is found and your kernels built with it by
+//!   `device_build::nvshmem`;
 //! * [`triton`]: the Triton binding (`triton/symm.py`) and the library as
 //!   LLVM bitcode (`triton/symm_comm_nccl.bc`, made by `triton/build-bitcode`).
 //!

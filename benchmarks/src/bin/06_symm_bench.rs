@@ -510,20 +510,18 @@ fn bench(ctx: &RankContext, args: &Args) -> Result<()> {
 
     match args.backend {
         Backend::Nvshmem => {
-            let found = nvshmem::find(&nvshmem::Search::from_process())?;
-            let cubin = cache::root_first(ctx, "build the NVSHMEM module", || {
-                let target = nvshmem::Target::find(
-                    &Env::from_process(),
+            let built = cache::root_first(ctx, "build the NVSHMEM module", || {
+                let defines = layer_tail::defines(Backend::Nvshmem);
+                device_build::nvshmem::build_for_this_process(
                     &arch,
-                    found.clone(),
                     layer_tail::source(),
-                    layer_tail::defines(Backend::Nvshmem),
-                )?;
-                Ok(nvshmem::build_or_reuse(&target, &cache)?.file(nvshmem::CUBIN))
+                    defines,
+                    &cache,
+                )
             })?;
             // The heap holds every region of a trial: NVSHMEM_SYMMETRIC_SIZE,
             // set before any thread started (Args::before_threads).
-            let library = nvshmem::Library::load(&found)?;
+            let library = nvshmem::Library::load(&built.nvshmem)?;
             let mut id = [0u8; nvshmem::UNIQUEID_BYTES];
             if ctx.is_root() {
                 id = library.unique_id()?;
@@ -533,7 +531,7 @@ fn bench(ctx: &RankContext, args: &Args) -> Result<()> {
             let heap = session.malloc(window_bytes)?;
             let unreachable = heap.unreachable_pes(size);
             ctx.all_ok(nvshmem::check_reachable(ctx.rank(), &unreachable).map_err(Into::into))?;
-            let module = Module::load(&cubin)?;
+            let module = Module::load(&built.cubin())?;
             // SAFETY: the module outlives the guard (dropped below, first).
             let module_init = unsafe { session.init_module(module.raw()) }?;
             let kernels = kernels(&module)?;
