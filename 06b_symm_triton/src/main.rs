@@ -69,14 +69,14 @@ const LESSON: Lesson = Lesson {
 /// The preflight's tool check: a Python with Triton 3.6+ (no nvcc or NVRTC:
 /// NCCL's device library comes as bitcode).
 fn triton_found() -> Result<(), CannotRun> {
-    triton::find_python_for_this_process().map(|_| ())
+    device_build::triton::find_python_for_this_process().map(|_| ())
 }
 
 fn main() -> ExitCode {
     common::run_checked(
         &LESSON,
         |_: &Args| {
-            triton::check_named_python(
+            device_build::triton::check_named_python(
                 std::env::var_os("TRITON_PYTHON").as_ref(),
                 std::env::var_os("PATH").as_ref(),
             )
@@ -110,30 +110,21 @@ fn symm_triton_lesson(ctx: &RankContext, args: &Args) -> Result<()> {
     // cache filled instead of all compiling at once. The kernel links NCCL's
     // device library itself; NCCL is called directly for the device
     // communicator, with 2.32.3's requirements layout, as on the jit route.
-    let arch = format!("sm_{major}{minor}");
     let cache = Env::from_process().cache_root(CACHE_NAME);
-    let here = cache::root_first(ctx, "Step 2: build the library and kernels", || {
-        triton::build_for_this_process(major, minor, dtype, &cache)
+    let (built, meta) = cache::root_first(ctx, "Step 2: build the library and kernels", || {
+        triton::check_gpu(major, minor)?;
+        let built = device_build::triton::build_for_this_process(
+            &triton::program(dtype),
+            (major, minor),
+            &cache,
+        )?;
+        let meta = triton::Meta::load(&built.build)?;
+        Ok((built, meta))
     })?;
-    let (built, meta) = (&here.built.build, &here.built.meta);
-    if ctx.is_root() {
-        eprintln!(
-            "note: build route: triton (Triton {} from {}, with {})",
-            here.python.triton,
-            here.python.path.display(),
-            here.nccl_bitcode.display()
-        );
-        let how = if built.compiled {
-            "built"
-        } else {
-            "reused from the cache"
-        };
-        eprintln!(
-            "note: module {how} in {:.2} s (route triton, {arch})",
-            built.seconds
-        );
-    }
-    let shim = Shim::direct(&here.nccl_library, triton::NCCL)?;
+    built.print_build_note(ctx);
+    // The exact command (Python running Triton's compiler), or the cached files used.
+    built.print_commands(ctx);
+    let shim = Shim::direct(&built.nccl_library, triton::NCCL)?;
     ctx.println_root(format!(
         "Layer: {} tokens x {} features, {} input features per rank, {}",
         LAYER.tokens,
@@ -167,10 +158,10 @@ fn symm_triton_lesson(ctx: &RankContext, args: &Args) -> Result<()> {
     ))?;
 
     // Step 4: Load the module (cuModuleLoadData) and give the kernel its shared memory.
-    let module = Module::load(&here.built.cubin()).context("Step 4: load the module")?;
+    let module = Module::load(&built.file(triton::CUBIN)).context("Step 4: load the module")?;
     let kernel = module.function(&meta.name).context("Step 4")?;
     // SAFETY: the module is loaded until Step 9.
-    unsafe { triton::set_shared(kernel, meta) }.context("Step 4")?;
+    unsafe { triton::set_shared(kernel, &meta) }.context("Step 4")?;
 
     // Step 5: Write the context the kernel reads (SymmContext, then NCCL's fields) into device memory.
     // NOTE: the grid barrier's two words must start zeroed and belong to
@@ -247,7 +238,7 @@ fn symm_triton_lesson(ctx: &RankContext, args: &Args) -> Result<()> {
         status: address(&status),
     };
     // SAFETY: every address is live device memory of the layer's sizes.
-    unsafe { triton::launch(kernel, meta, blocks, &stream, layer_args) }
+    unsafe { triton::launch(kernel, &meta, blocks, &stream, layer_args) }
         .context("Step 7: launch the fused kernel")?;
     stream
         .synchronize()

@@ -3,7 +3,7 @@
 //!
 //! Code on NCCL's device API only runs with the NCCL release it was built
 //! against, so a program that ships as source (a lesson) builds its kernels
-//! when it runs. Two routes:
+//! when it runs. Two routes for CUDA kernels on NCCL:
 //!
 //! * [`nvcc`]: the CUDA toolkit's compiler, against the loaded NCCL's
 //!   headers, plus a small host shim ([`shim`]) that owns every NCCL struct
@@ -13,13 +13,22 @@
 //!   with NCCL's own device library, `libnccl_device.ltoir`, through the C
 //!   API of `nccl_device_wrapper.h`. NCCL 2.32.3; no toolkit.
 //!
-//! [`route`] chooses between them (`--build auto|nvcc|jit`), [`program`]
+//! Two more, each for one kind of device code, each one call for a program
+//! with the same notes of what it ran:
+//!
+//! * [`nvshmem`]: kernels on NVSHMEM's device API, NVRTC then nvJitLink
+//!   with `libnvshmem_device.a` (lesson 06c), and where NVSHMEM is found;
+//! * [`triton`]: a Triton kernel, compiled by Triton's own compiler (a
+//!   Python with Triton 3.6+) with a library's LLVM bitcode and NCCL's
+//!   `libnccl_device.bc` (lesson 06b).
+//!
+//! [`route`] chooses between nvcc and jit (`--build auto|nvcc|jit`), [`program`]
 //! makes the choice and the build one call for a lesson, and [`Module`]
 //! loads what either made. Rank 0 prints the exact commands a build ran
 //! ([`command`], [`program::Built::print_commands`]), or the cached files
 //! it used.
 //!
-//! Both routes cache their output under the same rules ([`cache`]): a
+//! Every route caches its output under the same rules ([`cache`]): a
 //! directory private to this user, never half-written, named by a hash of
 //! everything that went into the build.
 
@@ -33,6 +42,7 @@ pub mod nvshmem;
 pub mod program;
 pub mod route;
 pub mod shim;
+pub mod triton;
 
 pub use cache::CacheRoot;
 pub use env::Env;

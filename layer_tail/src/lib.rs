@@ -16,7 +16,7 @@
 //!   Triton kernel ([`launch`]);
 //! * the same layer tail written in Triton (`triton/tp_tail.py`), built
 //!   ahead of time by Triton's compiler with the library as LLVM bitcode
-//!   ([`triton`], lesson 06b).
+//!   through `device_build::triton` ([`triton`], lesson 06b).
 
 pub mod launch;
 pub mod reference;

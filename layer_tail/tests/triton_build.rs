@@ -1,5 +1,6 @@
 //! The Triton kernel built on the CPU (Triton compiles without a GPU): the
-//! lesson's own build path (`layer_tail::triton`) runs `tp_tail.py` with
+//! lesson's own build path (`device_build::triton` with
+//! `layer_tail::triton::program`) runs `tp_tail.py` with
 //! a real Triton, which links the library's bitcode and NCCL 2.32.3's
 //! `libnccl_device.bc` into an sm_90 cubin, and refuses PTX that calls a
 //! function nothing defines.
@@ -12,8 +13,9 @@
 
 use std::path::PathBuf;
 
+use device_build::triton::{self as route, Python};
 use device_build::CacheRoot;
-use layer_tail::triton::{self, Python};
+use layer_tail::triton::{self, Meta};
 use layer_tail::Dtype;
 
 fn pieces() -> Option<(Python, PathBuf)> {
@@ -21,7 +23,7 @@ fn pieces() -> Option<(Python, PathBuf)> {
         .map(|d| PathBuf::from(d).join("nvidia/nccl/lib/libnccl_device.bc"))
         .filter(|p| p.is_file());
     let python = std::env::var_os("TRITON_PYTHON").and_then(|p| {
-        let found = triton::find_python(&[PathBuf::from(p)]);
+        let found = route::find_python(&[PathBuf::from(p)]);
         if let Err(e) = &found {
             eprintln!("TRITON_PYTHON: {}", e.reason);
         }
@@ -53,23 +55,50 @@ fn the_triton_kernel_links_the_library_and_nccl_into_a_cubin() {
     };
     let tmp = tempfile::tempdir().unwrap();
     let cache = CacheRoot::Kept(tmp.path().join("cache"));
+    let nccl_library = nccl_bc.with_file_name("libnccl.so.2");
     for dtype in [Dtype::F32, Dtype::Bf16] {
-        let built = triton::build_or_reuse(&python, 90, dtype, &nccl_bc, &cache)
+        let program = triton::program(dtype);
+        let built = route::build(&python, &program, 90, &nccl_library, &nccl_bc, &cache)
             .unwrap_or_else(|e| panic!("{}: {e:#}", dtype.name()));
         assert!(built.build.compiled);
-        let cubin = std::fs::read(built.cubin()).unwrap();
+        let cubin = std::fs::read(built.file(triton::CUBIN)).unwrap();
         assert_eq!(&cubin[..4], b"\x7fELF", "not a cubin");
-        assert_eq!(built.meta.threads(), 512);
+        let meta = Meta::load(&built.build).unwrap();
+        assert_eq!(meta.threads(), 512);
         // The library and NCCL's device API are in the kernel: no call
         // leaves it (tp_tail.py refuses such PTX; this checks it said so).
-        let ptx = std::fs::read_to_string(built.build.file("tp_tail_triton.ptx")).unwrap();
+        let ptx = std::fs::read_to_string(built.file("tp_tail_triton.ptx")).unwrap();
         assert!(ptx.contains(".entry tp_tail_triton"));
         assert!(
             !ptx.lines().any(|l| l.starts_with(".extern .func")),
             "unresolved functions in the PTX"
         );
-        // The second time it comes from the cache.
-        let again = triton::build_or_reuse(&python, 90, dtype, &nccl_bc, &cache).unwrap();
+        // What the lesson prints: the one command that ran, Python running
+        // the script where the build is now.
+        let dir = built.build.dir.display().to_string();
+        let notes = built.command_notes();
+        eprintln!("{}", notes.join("\n"));
+        assert_eq!(
+            notes,
+            [format!(
+                "note: ran: cd {dir} && {} {dir}/src/tp_tail.py --arch 90 --dtype {} \
+                 --nccl-device-bc {} --out {dir}  # Triton {}; no TRITON_* variable but \
+                 TRITON_CACHE_DIR={dir}/triton-cache",
+                python.path.display(),
+                ["f32", "bf16"][(dtype == Dtype::Bf16) as usize],
+                std::path::absolute(&nccl_bc).unwrap().display(),
+                python.triton
+            )]
+        );
+        // The second time it comes from the cache: the files it used.
+        let again = route::build(&python, &program, 90, &nccl_library, &nccl_bc, &cache).unwrap();
         assert!(!again.build.compiled);
+        assert_eq!(
+            again.command_notes(),
+            [
+                format!("note: cached: {dir}/tp_tail_triton.cubin"),
+                format!("note: cached: {dir}/tp_tail_triton.json")
+            ]
+        );
     }
 }

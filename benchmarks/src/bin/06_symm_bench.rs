@@ -156,7 +156,7 @@ fn build_tool_found() -> Result<(), CannotRun> {
         problems.extend(device_build::route::some_route_found(&Env::from_process()).err());
     }
     if kernels & TRITON_KERNEL != 0 {
-        problems.extend(layer_tail::triton::find_python_for_this_process().err());
+        problems.extend(device_build::triton::find_python_for_this_process().err());
     }
     match problems.len() {
         0 => Ok(()),
@@ -601,14 +601,22 @@ fn bench(ctx: &RankContext, args: &Args) -> Result<()> {
             let mut kernels = kernels(&module)?;
             // The Triton kernel, built (rank 0 first) and loaded when timed.
             let triton_module = if args.contenders.contains(&Contender::Triton) {
-                let built = cache::root_first(ctx, "build the Triton kernel", || {
-                    Ok(triton::build_for_this_process(major, minor, dtype, &cache)?.built)
+                let (built, meta) = cache::root_first(ctx, "build the Triton kernel", || {
+                    triton::check_gpu(major, minor)?;
+                    let program = triton::program(dtype);
+                    let built = device_build::triton::build_for_this_process(
+                        &program,
+                        (major, minor),
+                        &cache,
+                    )?;
+                    let meta = triton::Meta::load(&built.build)?;
+                    Ok((built, meta))
                 })?;
-                let module = Module::load(&built.cubin())?;
-                let function = module.function(&built.meta.name)?;
+                let module = Module::load(&built.file(triton::CUBIN))?;
+                let function = module.function(&meta.name)?;
                 // SAFETY: the module stays loaded until after the runs.
-                unsafe { triton::set_shared(function, &built.meta) }?;
-                kernels.triton = Some((function, built.meta));
+                unsafe { triton::set_shared(function, &meta) }?;
+                kernels.triton = Some((function, meta));
                 Some(module)
             } else {
                 None

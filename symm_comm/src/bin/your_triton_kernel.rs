@@ -17,7 +17,8 @@
 //! `libnccl.so.2`, as the pip wheel has it) and a Python with Triton 3.6
 //! (`TRITON_PYTHON`, else `python3`). Left out: the build cache and the
 //! checks lesson 06b makes of the interpreter and of the compiled kernel's
-//! parameters (through `layer_tail/src/triton.rs`).
+//! parameters (through `device_build/src/triton.rs` and
+//! `layer_tail/src/triton.rs`).
 
 use std::path::Path;
 use std::process::{Command, ExitCode};

@@ -1,4 +1,4 @@
-//! The Triton kernel's Python runs isolated from where the lesson was started:
+//! The Triton route's Python runs isolated from where the lesson was started:
 //!
 //! * the probe for a Python with Triton does not import a `triton.py` from
 //!   the working directory (one planted there ran, and its made-up version
@@ -16,9 +16,9 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use common::NcclVersion;
+use device_build::triton::{self, Program};
 use device_build::CacheRoot;
-use layer_tail::triton;
-use layer_tail::Dtype;
 
 /// Names the test whose body the child process runs.
 const CHILD: &str = "SYMM_TRITON_ISOLATION_CHILD";
@@ -120,7 +120,18 @@ fn the_build_inherits_no_triton_variable_and_runs_in_its_own_directory() {
     std::fs::write(&nccl_bc, b"BC").unwrap();
     let cache_root = tmp.path().join("cache");
     let cache = CacheRoot::Kept(cache_root.clone());
-    let err = match triton::build_or_reuse(&python, 90, Dtype::F32, &nccl_bc, &cache) {
+    // A program as lesson 06b's: its script, files beside it, its dtype.
+    let program = Program {
+        script: "tp_tail.py",
+        script_text: "raise SystemExit(1)\n",
+        beside: vec![("symm.py", b"")],
+        args: vec!["--dtype".into(), "f32".into()],
+        outputs: vec!["tp_tail_triton.cubin".into()],
+        nccl: NcclVersion::new(2, 32, 3),
+    };
+    let nccl_library = tmp.path().join("libnccl.so.2");
+    let built = triton::build(&python, &program, 90, &nccl_library, &nccl_bc, &cache);
+    let err = match built {
         Ok(_) => panic!("the stand-in Python built something"),
         Err(err) => format!("{err:#}"),
     };
