@@ -57,19 +57,23 @@
 //   ncclGetLocalPointer).
 // * Memory ordering: writes the calling kernel made to its buffer before
 //   the call (by any thread of any block) are visible to every rank's loads
-//   inside the call (a grid barrier with block 0's release-acquire barrier
-//   between the ranks inside it). When the call returns 0, the whole result
+//   inside the call (a grid barrier, then block 0's release-acquire barrier
+//   between the ranks inside it, or the one-shot's flags). When the call
+//   returns 0, the whole result
 //   is visible to every thread of the calling kernel (the same after the
 //   stores), so a fused consumer may
 //   read any element right after the call, without a fence of its own.
 //   On a non-zero return nothing was read or written and no barrier ran.
-// * Cost: two grid barriers per call, each with a cross-rank barrier round
-//   inside it.
-//   There is no separate one-shot for small sizes: an in-place one-shot
-//   (every rank reads every peer) must also wait for every peer to finish
-//   reading before it overwrites its input, so it needs the same two rounds
-//   while moving more bytes. Only a staging buffer (NCCL's LL protocol)
-//   removes a round, and the C API of NCCL 2.32.3 has none.
+// * Cost, by what the call can use:
+//   - one rank: one grid barrier and nothing else (the sum is the input);
+//   - NCCL, a staging window in the context (signal_window) and at most
+//     SYMM_ONE_SHOT_MAX_BYTES: a one-shot over LL lines, two grid barriers
+//     with no round with the peers in them (see "The one-shot" below);
+//   - otherwise the two-shot: two grid barriers, each with a cross-rank
+//     barrier round inside it. An in-place one-shot without staging (every
+//     rank reads every peer) would also have to wait for every peer to
+//     finish reading before it overwrites its input: the same two rounds,
+//     moving more bytes.
 //
 // ---------------------------------------------------------------------------
 // Return codes (all uniform across the grid: every thread gets the same)
@@ -98,6 +102,13 @@
 
 // Ranks the unrolled peer loops cover: one node of 8 GPUs.
 #define SYMM_MAX_RANKS 8
+// The largest region the one-shot takes (NCCL backend with a staging
+// window); larger ones take the two-shot.
+#define SYMM_ONE_SHOT_MAX_BYTES 262144
+// The staging window's size: a 128-byte header, then two halves (the
+// epoch's parity) of SYMM_MAX_RANKS slots, each of 16-byte LL lines that
+// carry 8 bytes of data: 128 + 2 * 8 * 2 * SYMM_ONE_SHOT_MAX_BYTES.
+#define SYMM_STAGING_BYTES 8388736
 // 16-byte vectors each thread keeps in flight per peer.
 #define SYMM_UNROLL 4
 
@@ -150,8 +161,9 @@ struct NcclSymmContext {
   SymmContext base;            // type = SYMM_BACKEND_NCCL
   ncclWindow_t buffer_window;  // the window registered over local_buffer
                                // (ncclCommWindowRegister, NCCL_WIN_COLL_SYMMETRIC)
-  ncclWindow_t signal_window;  // a window for signals; unused by
-                               // symm_all_reduce, may be NULL
+  ncclWindow_t signal_window;  // NULL, or the one-shot's staging: a window
+                               // of SYMM_STAGING_BYTES, zeroed, registered
+                               // by every rank, used by this context alone
   ncclDevComm* dev_comm;       // device memory holding the ncclDevComm that
                                // ncclDevCommCreate filled (lsaBarrierCount >= 1)
   void* local_buffer;          // this rank's address of the window's first byte
@@ -189,6 +201,8 @@ static_assert(__builtin_offsetof(NvshmemSymmContext, offset) == 40, "NvshmemSymm
 #endif
 static_assert(sizeof(NcclSymmContext) == 72, "NcclSymmContext layout");
 static_assert(sizeof(NvshmemSymmContext) == 56, "NvshmemSymmContext layout");
+static_assert(SYMM_STAGING_BYTES == 128 + 2 * SYMM_MAX_RANKS * 2 * SYMM_ONE_SHOT_MAX_BYTES,
+              "the staging window's layout");
 
 // ---------------------------------------------------------------------------
 // Small helpers.
@@ -464,6 +478,126 @@ __device__ __forceinline__ void symm_reduce(int dtype, char* const (&peers)[SYMM
   }
 }
 
+// ---------------------------------------------------------------------------
+// The one-shot over LL lines (NCCL backend with a staging window), for
+// regions of at most SYMM_ONE_SHOT_MAX_BYTES. `staging[p]` is this thread's
+// address of rank p's staging window; `mine` is this rank's region.
+//
+// The region is cut into 8-byte lines. Every rank stores each of its lines,
+// with a flag beside each 4 bytes ({data, flag, data, flag}, one 16-byte
+// store, as NCCL's LL protocol does), into its own slot of every peer's
+// staging; then, for each of its lines, it waits until the flags in every
+// peer's slot say "this call", sums in rank order (the same order on every
+// rank: bitwise the same result) and stores the sum in place. The flag is
+// the call's epoch, which block 0 advances in the first grid barrier (kept
+// in the staging's header, read and written by this rank only); it is
+// never 0, which the zeroed window holds. The flag and its 4 bytes of data
+// are one 8-byte access, which arrives whole, so a line whose two flags are
+// this call's holds this call's data.
+//
+// No round with the peers is needed before the stores: the slots alternate
+// by the epoch's parity, and a peer still reading slot half h (call e) can
+// not be overwritten with call e + 2's lines: this rank reaches call e + 2
+// only after receiving the peer's lines of call e + 1, which the peer sends
+// only after its call e is complete. Nor after them: no peer reads this
+// rank's region, so the sum can overwrite the input at once. The second
+// grid barrier only makes every block's sums visible to the whole calling
+// kernel.
+// ---------------------------------------------------------------------------
+
+__device__ __forceinline__ void symm_st_volatile_line(uint4* p, uint4 v) {
+  asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(v.x), "r"(v.y),
+               "r"(v.z), "r"(v.w)
+               : "memory");
+}
+__device__ __forceinline__ uint4 symm_ld_volatile_line(const uint4* p) {
+  uint4 v;
+  asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p)
+               : "memory");
+  return v;
+}
+
+// Line `line` of a region of `count` elements: its 8 bytes as two words
+// (elements past the end read as 0).
+__device__ __forceinline__ uint2 symm_line_load(const float* region, size_t count, size_t line) {
+  const unsigned int* words = (const unsigned int*)region;
+  const size_t i = line * 2;
+  return make_uint2(i < count ? __ldcg(words + i) : 0u, i + 1 < count ? __ldcg(words + i + 1) : 0u);
+}
+__device__ __forceinline__ uint2 symm_line_load(const unsigned short* region, size_t count,
+                                                size_t line) {
+  unsigned int h[4];
+#pragma unroll
+  for (int j = 0; j < 4; j++) {
+    const size_t i = line * 4 + j;
+    h[j] = i < count ? (unsigned int)__ldcg(region + i) : 0u;
+  }
+  return make_uint2(h[0] | h[1] << 16, h[2] | h[3] << 16);
+}
+
+// The epoch after `e`: never 0 (the zeroed window's flags), and always of
+// the other parity, so that the halves alternate through the wrap.
+__device__ __forceinline__ unsigned int symm_next_epoch(unsigned int e) {
+  return e == 0xffffffffu ? 2u : e + 1u;
+}
+
+template <int DTYPE>
+__device__ __forceinline__ void symm_one_shot(char* const (&staging)[SYMM_MAX_RANKS], char* mine,
+                                              int rank, int nRanks, size_t count,
+                                              unsigned int epoch) {
+  typedef SymmElem<DTYPE> E;
+  typedef typename E::T T;
+  constexpr int PER_LINE = 8 / sizeof(T);
+  const size_t lines = (count + PER_LINE - 1) / PER_LINE;
+  const size_t first = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+  const size_t grid = (size_t)gridDim.x * blockDim.x;
+  const size_t half = 128 + (size_t)(epoch & 1u) * SYMM_MAX_RANKS * 2 * SYMM_ONE_SHOT_MAX_BYTES;
+  // This rank's slot in every peer's staging, this call's half.
+  uint4* out[SYMM_MAX_RANKS];
+  const uint4* in[SYMM_MAX_RANKS];
+#pragma unroll
+  for (int p = 0; p < SYMM_MAX_RANKS; p++) {
+    const size_t slot = half + (size_t)(p < nRanks ? rank : 0) * 2 * SYMM_ONE_SHOT_MAX_BYTES;
+    out[p] = (uint4*)(staging[p < nRanks ? p : 0] + slot);
+    in[p] = (const uint4*)(staging[rank] + half + (size_t)p * 2 * SYMM_ONE_SHOT_MAX_BYTES);
+  }
+  // Store every line of this thread into every peer's staging.
+  for (size_t l = first; l < lines; l += grid) {
+    const uint2 d = symm_line_load((const T*)mine, count, l);
+    const uint4 line = make_uint4(d.x, epoch, d.y, epoch);
+#pragma unroll
+    for (int p = 0; p < SYMM_MAX_RANKS; p++) {
+      if (p < nRanks && p != rank) symm_st_volatile_line(out[p] + l, line);
+    }
+  }
+  // Wait for every peer's line, sum in rank order, store in place.
+  for (size_t l = first; l < lines; l += grid) {
+    float acc[E::PER_VEC] = {};  // the first PER_LINE are this line's
+#pragma unroll
+    for (int p = 0; p < SYMM_MAX_RANKS; p++) {
+      if (p >= nRanks) continue;
+      uint2 d;
+      if (p == rank) {
+        d = symm_line_load((const T*)mine, count, l);
+      } else {
+        uint4 got;
+        do {
+          got = symm_ld_volatile_line(in[p] + l);
+        } while (got.y != epoch || got.w != epoch);
+        d = make_uint2(got.x, got.z);
+      }
+      E::add(acc, make_uint4(d.x, d.y, 0u, 0u));
+    }
+#pragma unroll
+    for (int j = 0; j < PER_LINE; j++) {
+      const size_t i = l * PER_LINE + j;
+      if (i < count) E::store((T*)mine + i, acc[j]);
+    }
+  }
+}
+
 // Checks shared by both backends: the region [local_ptr + byte_offset,
 // + num_elements * size) inside [base, base + size). Sets *offset to the
 // region's first byte, counted from base.
@@ -498,7 +632,40 @@ __device__ __forceinline__ int symm_nccl_all_reduce(const NcclSymmContext* ctx, 
     return SYMM_ERR_TOPOLOGY;
   if (ctx->grid_sync == nullptr) return SYMM_ERR_NO_GRID_SYNC;
   if (num_elements == 0) return SYMM_OK;
+  if (nRanks == 1) {  // the sum is the input: only make it visible to every block
+    symm_grid_barrier(ctx->grid_sync, [] {});
+    return SYMM_OK;
+  }
   const ncclTeam lsa = symm_lsa_team(comm);
+
+  if (ctx->signal_window != nullptr && num_elements * element <= SYMM_ONE_SHOT_MAX_BYTES) {
+    // The one-shot: every rank's staging, and this call's epoch, advanced
+    // by block 0 inside a grid barrier with no round with the peers (this
+    // rank's writes before the call, by any block, happen before any block
+    // reads its lines).
+    char* staging[SYMM_MAX_RANKS];
+#pragma unroll
+    for (int p = 0; p < SYMM_MAX_RANKS; p++) {
+      staging[p] = symm_nccl_peer(ctx->signal_window, lsa, p < nRanks ? p : 0);
+    }
+    unsigned int* epoch_word = (unsigned int*)staging[rank];
+    symm_grid_barrier(ctx->grid_sync, [&] {
+      if (threadIdx.x == 0) symm_st_release(epoch_word, symm_next_epoch(symm_ld_acquire(epoch_word)));
+    });
+    __shared__ unsigned int symm_epoch;  // read once per block
+    if (threadIdx.x == 0) symm_epoch = symm_ld_acquire(epoch_word);
+    __syncthreads();
+    const unsigned int epoch = symm_epoch;
+    char* mine = local_ptr + byte_offset;
+    if (dtype == SYMM_DTYPE_FLOAT32) {
+      symm_one_shot<SYMM_DTYPE_FLOAT32>(staging, mine, rank, nRanks, num_elements, epoch);
+    } else {
+      symm_one_shot<SYMM_DTYPE_BFLOAT16>(staging, mine, rank, nRanks, num_elements, epoch);
+    }
+    // Every block's sums, visible to every block of the calling kernel.
+    symm_grid_barrier(ctx->grid_sync, [] {});
+    return SYMM_OK;
+  }
 
   // Every rank's address of the region, looked up once per call: the
   // caller's own address for this rank (one address per byte, see the
@@ -550,6 +717,10 @@ __device__ __forceinline__ int symm_nvshmem_all_reduce(const NvshmemSymmContext*
     return SYMM_ERR_TOPOLOGY;
   if (ctx->grid_sync == nullptr) return SYMM_ERR_NO_GRID_SYNC;
   if (num_elements == 0) return SYMM_OK;
+  if (nRanks == 1) {  // as in the NCCL backend
+    symm_grid_barrier(ctx->grid_sync, [] {});
+    return SYMM_OK;
+  }
 
   // nvshmem_ptr: the peer's copy of a symmetric address, mapped into this
   // GPU (NVLink/P2P), or NULL when loads and stores cannot reach it. (The

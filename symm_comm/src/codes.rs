@@ -25,6 +25,13 @@ pub const DTYPE_BFLOAT16: i32 = 1;
 
 /// Ranks the device library's unrolled loops cover (`SYMM_MAX_RANKS`).
 pub const MAX_RANKS: usize = 8;
+/// The largest region `symm_all_reduce` takes in its one-shot
+/// (`SYMM_ONE_SHOT_MAX_BYTES`): NCCL backend, a staging window in the context.
+pub const ONE_SHOT_MAX_BYTES: usize = 256 * 1024;
+/// The bytes of the one-shot's staging window (`SYMM_STAGING_BYTES`), the
+/// window a context's `signal_window` names: a 128-byte header, then two
+/// halves of `MAX_RANKS` slots of 16-byte lines carrying 8 bytes each.
+pub const STAGING_BYTES: usize = 128 + 2 * MAX_RANKS * 2 * ONE_SHOT_MAX_BYTES;
 
 /// What a return code means, as the header documents it.
 pub fn describe(code: i32) -> &'static str {
@@ -339,7 +346,7 @@ mod tests {
 
     /// Every code, reduction, dtype and limit of the header, as this module
     /// names it (without the `SYMM_` prefix).
-    const RUST: [(&str, i32); 14] = [
+    const RUST: [(&str, i32); 16] = [
         ("OK", OK),
         ("ERR_NULL_CONTEXT", ERR_NULL_CONTEXT),
         ("ERR_UNKNOWN_BACKEND", ERR_UNKNOWN_BACKEND),
@@ -354,6 +361,8 @@ mod tests {
         ("DTYPE_FLOAT32", DTYPE_FLOAT32),
         ("DTYPE_BFLOAT16", DTYPE_BFLOAT16),
         ("MAX_RANKS", MAX_RANKS as i32),
+        ("ONE_SHOT_MAX_BYTES", ONE_SHOT_MAX_BYTES as i32),
+        ("STAGING_BYTES", STAGING_BYTES as i32),
     ];
 
     #[test]

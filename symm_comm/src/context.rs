@@ -32,7 +32,11 @@ pub struct NcclSymmContext {
     pub base: SymmContext,
     /// `ncclWindow_t` over `local_buffer`.
     pub buffer_window: *mut c_void,
-    /// `ncclWindow_t` for signals; unused by `symm_all_reduce` (NULL here).
+    /// NULL, or the `ncclWindow_t` of the one-shot's staging: a window of
+    /// [`crate::codes::STAGING_BYTES`], zeroed, that every rank registered
+    /// and that this context alone uses. With it, `symm_all_reduce` takes
+    /// regions up to [`crate::codes::ONE_SHOT_MAX_BYTES`] in one exchange
+    /// with no barrier round between the ranks.
     pub signal_window: *mut c_void,
     /// Device address of a copy of the `ncclDevComm`.
     pub dev_comm: u64,
