@@ -41,10 +41,13 @@ __device__ __forceinline__ void tp_store(void* p, size_t i, int dtype, float v) 
 //   TP_TILE_COLUMNS  columns of the tile a thread owns: each activation it
 //                    loads serves that many;
 //   TP_ROW_ITEMS     elements of a row a thread loads in the epilogue
-//                    before it uses the first.
+//                    before it uses the first;
+//   TP_K_STEP        input features (j) whose weights and activations a
+//                    thread loads before the first fma of them.
 #define TP_TILE_TOKENS 8
 #define TP_TILE_COLUMNS 4
 #define TP_ROW_ITEMS 8
+#define TP_K_STEP 4
 
 // Phase "compute": partial[t, i] = sum_j x[t, j] w[j, i]. A block takes a
 // tile of TP_TILE_TOKENS tokens by TP_TILE_COLUMNS x blockDim.x columns at a
@@ -63,22 +66,36 @@ __device__ __forceinline__ void tp_partial(const float* x, const float* w, void*
     const int t0 = tile / column_tiles * TP_TILE_TOKENS;
     const int i0 = tile % column_tiles * tile_width + threadIdx.x;
     float acc[TP_TILE_TOKENS][TP_TILE_COLUMNS] = {};
-    for (int j = 0; j < k; j++) {
-      float wj[TP_TILE_COLUMNS];
+    for (int j0 = 0; j0 < k; j0 += TP_K_STEP) {
+      // Every load of TP_K_STEP values of j first, then their fmas: the
+      // loads are in flight together (one round trip to memory per step,
+      // not per j: at k = 16, 4 instead of 16).
+      float wj[TP_K_STEP][TP_TILE_COLUMNS], xj[TP_K_STEP][TP_TILE_TOKENS];
 #pragma unroll
-      for (int c = 0; c < TP_TILE_COLUMNS; c++) {
-        const int i = i0 + c * blockDim.x;
-        wj[c] = i < hidden ? w[(size_t)j * hidden + i] : 0.0f;
-      }
-#pragma unroll
-      for (int u = 0; u < TP_TILE_TOKENS; u++) {
-        // Rows of the last tile past `tokens` re-read the last token's
-        // activations, so that every load stays in bounds; their sums are
-        // not stored.
-        const float xj = x[(size_t)min(t0 + u, tokens - 1) * k + j];
+      for (int s = 0; s < TP_K_STEP; s++) {
+        const int j = min(j0 + s, k - 1);  // past k: re-read, never used
 #pragma unroll
         for (int c = 0; c < TP_TILE_COLUMNS; c++) {
-          acc[u][c] = fmaf(xj, wj[c], acc[u][c]);  // in j order, as the CPU reference
+          const int i = i0 + c * blockDim.x;
+          wj[s][c] = i < hidden ? w[(size_t)j * hidden + i] : 0.0f;
+        }
+#pragma unroll
+        for (int u = 0; u < TP_TILE_TOKENS; u++) {
+          // Rows of the last tile past `tokens` re-read the last token's
+          // activations, so that every load stays in bounds; their sums
+          // are not stored.
+          xj[s][u] = x[(size_t)min(t0 + u, tokens - 1) * k + j];
+        }
+      }
+#pragma unroll
+      for (int s = 0; s < TP_K_STEP; s++) {
+        if (j0 + s >= k) break;
+#pragma unroll
+        for (int u = 0; u < TP_TILE_TOKENS; u++) {
+#pragma unroll
+          for (int c = 0; c < TP_TILE_COLUMNS; c++) {
+            acc[u][c] = fmaf(xj[s][u], wj[s][c], acc[u][c]);  // in j order, as the CPU reference
+          }
         }
       }
     }
