@@ -18,8 +18,16 @@
 //!     launches (float32 only: lesson 05b's kernels sum floats);
 //!   * `unfused-nccl`: `tp_compute`, `ncclAllReduce` on the windows,
 //!     `tp_residual_rmsnorm`, as a user does today;
+//!   * `unfused05-graph`, `unfused-nccl-graph`: the same three launches
+//!     captured once per region into a CUDA graph (after the windows and
+//!     the device communicator exist), each operation one `cuGraphLaunch`:
+//!     the unfused path as inference engines replay it;
 //!   * `symm-layer`: `symm_all_reduce` alone on the layer's partials (the
 //!     partials are made untimed before each trial);
+//!
+//!   The NCCL contexts carry a staging window (`symm_comm::codes::STAGING_BYTES`),
+//!   so `symm_all_reduce` takes its one-shot up to
+//!   `symm_comm::codes::ONE_SHOT_MAX_BYTES`;
 //! * AllReduce alone, float32, on bench's AllReduce sweep (fresh random data,
 //!   out of place and in place, every timed operation checked):
 //!   * `symm`: `symm_all_reduce_kernel` (in place; its out-of-place column
@@ -105,7 +113,9 @@ use bench::{
 use common::nccl::{nccl_stream, sys, NcclCheck};
 use common::setup;
 use common::{CannotRun, Lesson, NcclVersion, Needs, RankContext};
-use cudarc::driver::{result as cu, sys as cu_sys, CudaContext, CudaSlice, CudaStream};
+use cudarc::driver::{
+    result as cu, sys as cu_sys, CudaContext, CudaGraph, CudaSlice, CudaStream,
+};
 use device_build::program;
 use device_build::route::Build;
 use device_build::shim::{check_lsa_team, DevComm};
@@ -186,6 +196,10 @@ enum Contender {
     Unfused05,
     /// Compute, ncclAllReduce on the windows, epilogue: three launches.
     UnfusedNccl,
+    /// Unfused05's three launches replayed from a CUDA graph (float32).
+    Unfused05Graph,
+    /// UnfusedNccl's three launches replayed from a CUDA graph.
+    UnfusedNcclGraph,
     /// symm_all_reduce alone on the layer's partials.
     SymmLayer,
     /// symm_all_reduce alone on the AllReduce sweep (float32).
@@ -213,6 +227,12 @@ impl Contender {
             Contender::UnfusedNccl => {
                 "layer tail unfused: tp_compute, ncclAllReduce, tp_residual_rmsnorm"
             }
+            Contender::Unfused05Graph => {
+                "unfused05's three launches, replayed from one CUDA graph per region"
+            }
+            Contender::UnfusedNcclGraph => {
+                "unfused-nccl's three launches, replayed from one CUDA graph per region"
+            }
             Contender::SymmLayer => "symm_all_reduce alone on the layer's partials (in place)",
             Contender::Symm => "symm_all_reduce_kernel (in place; out of place = copy + in place)",
             Contender::Fast05 => "lesson 05b (05b_lsa_fast)",
@@ -226,8 +246,18 @@ impl Contender {
                 | Contender::Triton
                 | Contender::Unfused05
                 | Contender::UnfusedNccl
+                | Contender::Unfused05Graph
+                | Contender::UnfusedNcclGraph
                 | Contender::SymmLayer
         )
+    }
+    /// The contender whose launches a graph contender captures.
+    fn captured(self) -> Option<Contender> {
+        match self {
+            Contender::Unfused05Graph => Some(Contender::Unfused05),
+            Contender::UnfusedNcclGraph => Some(Contender::UnfusedNccl),
+            _ => None,
+        }
     }
     fn needs_nccl(self) -> bool {
         !matches!(self, Contender::Fused | Contender::SymmLayer)
@@ -243,7 +273,7 @@ struct Args {
         long,
         value_enum,
         value_delimiter = ',',
-        default_value = "fused,unfused05,unfused-nccl,symm-layer,symm,fast05,nccl"
+        default_value = "fused,unfused05,unfused05-graph,unfused-nccl,unfused-nccl-graph,symm-layer,symm,fast05,nccl"
     )]
     contenders: Vec<Contender>,
     /// Which backend holds the symmetric memory (nvshmem: MPI build, fused and symm-layer only).
@@ -300,11 +330,18 @@ impl Args {
                 ));
             }
         }
-        if self.dtype == Dtype::Bf16 && self.contenders.contains(&Contender::Unfused05) {
-            return Err(CannotRun::new(
-                "unfused05 runs lesson 05b's kernels, which sum float32 only",
-                "leave unfused05 out of --contenders with --dtype bf16",
-            ));
+        if self.dtype == Dtype::Bf16 {
+            if let Some(c) = self.contenders.iter().find(|c| {
+                matches!(c, Contender::Unfused05 | Contender::Unfused05Graph)
+            }) {
+                return Err(CannotRun::new(
+                    format!(
+                        "{} runs lesson 05b's kernels, which sum float32 only",
+                        c.name()
+                    ),
+                    format!("leave {} out of --contenders with --dtype bf16", c.name()),
+                ));
+            }
         }
         Ok(())
     }
@@ -409,6 +446,7 @@ impl Symmetric {
         buffer: u64,
         bytes: usize,
         window: *mut std::ffi::c_void,
+        staging: *mut std::ffi::c_void,
         dev_comm: u64,
     ) -> Result<Self> {
         let grid_sync = stream.alloc_zeros::<u8>(8).context("grid-barrier words")?;
@@ -421,7 +459,7 @@ impl Symmetric {
             bytes_of(&NcclSymmContext {
                 base,
                 buffer_window: window,
-                signal_window: std::ptr::null_mut(),
+                signal_window: staging,
                 dev_comm,
                 local_buffer: buffer,
                 buffer_size: bytes as u64,
@@ -542,6 +580,7 @@ fn bench(ctx: &RankContext, args: &Args) -> Result<()> {
                 heap.as_ptr() as u64,
                 window_bytes,
                 std::ptr::null_mut(),
+                std::ptr::null_mut(),
                 0,
             )?;
             let result = run_layer(
@@ -629,6 +668,15 @@ fn bench(ctx: &RankContext, args: &Args) -> Result<()> {
             let recv = setup::buffer(window_bytes)?;
             let send_window = setup::window(&comm, &send)?;
             let recv_window = setup::window(&comm, &recv)?;
+            // The one-shot's staging (symm_comm::codes::STAGING_BYTES), zeroed
+            // before it is registered; both contexts use it, never at once.
+            let staging_buffer = setup::buffer(codes::STAGING_BYTES)?;
+            staging_buffer
+                .upload(&vec![0u8; codes::STAGING_BYTES], &stream)
+                .context("zero the staging window")?;
+            // Zero before any peer can store into it.
+            stream.synchronize().context("zero the staging window")?;
+            let staging_window = setup::window(&comm, &staging_buffer)?;
             // `blocks` is already this rank's share of the GPU; the one-shot's
             // grids stay within its share too.
             let options = fast_kernels.options(ctx, blocks, multiprocessors)?;
@@ -652,6 +700,7 @@ fn bench(ctx: &RankContext, args: &Args) -> Result<()> {
                 send.as_ptr() as u64,
                 window_bytes,
                 send_window.as_raw().cast(),
+                staging_window.as_raw().cast(),
                 address(&dev_comm_copy),
             )?;
             let on_recv = Symmetric::new(
@@ -661,6 +710,7 @@ fn bench(ctx: &RankContext, args: &Args) -> Result<()> {
                 recv.as_ptr() as u64,
                 window_bytes,
                 recv_window.as_raw().cast(),
+                staging_window.as_raw().cast(),
                 address(&dev_comm_copy),
             )?;
             let result = if args.bad_input {
@@ -698,8 +748,10 @@ fn bench(ctx: &RankContext, args: &Args) -> Result<()> {
             dev_comm.destroy()?;
             send_window.deregister()?;
             recv_window.deregister()?;
+            staging_window.deregister()?;
             send.free()?;
             recv.free()?;
+            staging_buffer.free()?;
             comm.destroy()?;
             drop(fast_module);
             drop(triton_module);
@@ -773,6 +825,25 @@ fn kernels(module: &Module) -> Result<Kernels> {
 /// whose table it prints). Returns their series, for the run's one report
 /// ([`report_series`]).
 #[allow(clippy::too_many_arguments)]
+/// What `launches` puts on `stream`, captured into a CUDA graph,
+/// instantiated and uploaded: what a graph contender replays. The windows
+/// and the device communicator exist before it (NCCL supports capture).
+fn capture(stream: &Arc<CudaStream>, launches: impl FnOnce() -> Result<()>) -> Result<CudaGraph> {
+    stream
+        .begin_capture(cu_sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
+        .context("cuStreamBeginCapture")?;
+    let launched = launches();
+    // The capture ends whether or not a launch failed, so that the stream
+    // stays usable for the error's way out.
+    let graph = stream
+        .end_capture(cu_sys::CUgraphInstantiate_flags(0))
+        .context("cuStreamEndCapture")?;
+    launched?;
+    let graph = graph.context("the capture recorded no work")?;
+    graph.upload().context("cuGraphUpload")?;
+    Ok(graph)
+}
+
 fn run_layer(
     ctx: &RankContext,
     args: &Args,
@@ -1130,7 +1201,25 @@ fn run_layer(
         }
         for (slot, &contender) in contenders.iter().enumerate() {
             let what = format!("{}, {bytes} B", contender.name());
-            let (seconds, wrong) = if contender == Contender::SymmLayer {
+            // A graph contender: each region's three launches captured once,
+            // before the timing, into a graph that each operation replays.
+            let graphs = match contender.captured() {
+                Some(captured) => (0..slots)
+                    .map(|i| capture(stream, || op(captured, i)))
+                    .collect::<Result<Vec<_>>>()?,
+                None => Vec::new(),
+            };
+            let (seconds, wrong) = if contender.captured().is_some() {
+                time_rotating(
+                    ctx,
+                    stream,
+                    &args.sweep,
+                    slots,
+                    &prepare_layer,
+                    |i| graphs[i % slots].launch().context("cuGraphLaunch"),
+                    |regions| check_layer(regions, &what),
+                )?
+            } else if contender == Contender::SymmLayer {
                 time_rotating(
                     ctx,
                     stream,
@@ -1517,6 +1606,38 @@ mod tests {
                 .collect();
             assert_eq!(names, want, "--contenders {line}");
         }
+    }
+
+    /// Lesson 05b's kernels sum float32: with bfloat16, either contender
+    /// that runs them is refused by name before any GPU work.
+    #[test]
+    fn bf16_refuses_the_contenders_that_run_lesson_05b() {
+        for contender in ["unfused05", "unfused05-graph"] {
+            let asked = args(&["--dtype", "bf16", "--contenders", contender]);
+            let err = asked.check().unwrap_err().to_string();
+            assert!(
+                err.contains(&format!("{contender} runs lesson 05b's kernels")),
+                "{err}"
+            );
+        }
+        let asked = args(&["--dtype", "bf16", "--contenders", "fused,unfused-nccl-graph"]);
+        assert!(asked.check().is_ok());
+    }
+
+    /// Each graph contender replays the launches of its unfused contender.
+    #[test]
+    fn a_graph_contender_captures_its_unfused_one() {
+        assert_eq!(
+            Contender::Unfused05Graph.captured(),
+            Some(Contender::Unfused05)
+        );
+        assert_eq!(
+            Contender::UnfusedNcclGraph.captured(),
+            Some(Contender::UnfusedNccl)
+        );
+        assert_eq!(Contender::Fused.captured(), None);
+        assert!(Contender::UnfusedNcclGraph.is_layer());
+        assert!(Contender::UnfusedNcclGraph.needs_nccl());
     }
 
     #[test]
