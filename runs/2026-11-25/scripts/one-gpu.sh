@@ -31,6 +31,12 @@
 #   PART=timing  carry .carry/before-bench.txz: the fast kernel and the fused
 #                kernel at one rank, the binaries from before issue 31's moves
 #                against this build's, alternating
+#   PART=change4 carry .carry/change4.txz (this build's 06_symm_bench in
+#                $G/after, aa6d77e's in $G/before-ll): issue 32's change 4
+#                before/after at 1, 2 and 4 ranks, alternating; the graph
+#                contenders; 128 MiB; bfloat16; stress on the one-shot sizes
+#                (both fused kernels, f32 and bf16, also --one-region); the
+#                default sweep's wall time at 1 and 2 ranks
 #   PART=release carry .nccl/nccl-$NCCL.tar.xz: lessons 01 to 05 at 2, 3, 4 and 8
 #                ranks on that release (05 through nvcc)
 # Logs go to $OUT/$CALL/ (index.txt: each step's exit code) and come back as
@@ -64,7 +70,7 @@ E32=(env -u LD_LIBRARY_PATH NCCL_HOME=$J NVJITLINK=$NVJ XDG_CACHE_HOME=/tmp/cach
      TRITON_PYTHON=/opt/torch/.venv/bin/python)
 SHARE=(NCCL_MULTI_RANK_GPU_ENABLE=1)
 
-case ${PART:?PART=stage|lessons|stress|stress06|final|programs|timing|suite|mpi|recheck|release} in
+case ${PART:?PART=stage|lessons|stress|stress06|final|programs|timing|change4|suite|mpi|recheck|release} in
 stage)
   mkdir -p $J /tmp/jit
   if [ -f .nccl/nccl-2.32.3.tar.xz ]; then
@@ -264,6 +270,46 @@ timing)
   done
   python3 runs/2026-11-25/scripts/compare.py $L/05-fast-before-1.json $L/05-fast-after-1.json $L/05-fast-before-2.json $L/05-fast-after-2.json > $L/05-before-after.txt 2>&1
   python3 runs/2026-11-25/scripts/compare.py $L/06-fused-before-1.json $L/06-fused-after-1.json $L/06-fused-before-2.json $L/06-fused-after-2.json > $L/06-before-after.txt 2>&1
+  finish
+  ;;
+change4)
+  [ -f .carry/change4.txz ] && { mkdir -p $G && tar -xJf .carry/change4.txz -C $G; }
+  A=$G/after/bin/06_symm_bench; P=$G/before-ll/bin/06_symm_bench
+  OLD=fused,triton,symm-layer,unfused05,unfused-nccl
+  NEW=$OLD,unfused05-graph,unfused-nccl-graph
+  SMALL=(--build nvcc -b 8 -e 256K -f 8 -n 20 -w 5 --trials 3)
+  for n in 1 2; do
+    R=("${E32[@]}" NTHREADS=$n "${SHARE[@]}")
+    for i in 1 2; do
+      run 06-before-n$n-$i 60 "${R[@]}" $P "${SMALL[@]}" --contenders $OLD --json $L/06-before-n$n-$i.json
+      run 06-after-n$n-$i 60 "${R[@]}" $A "${SMALL[@]}" --contenders $NEW --json $L/06-after-n$n-$i.json
+    done
+    python3 runs/2026-11-25/scripts/compare.py $L/06-before-n$n-1.json $L/06-after-n$n-1.json \
+      $L/06-before-n$n-2.json $L/06-after-n$n-2.json > $L/06-before-after-n$n.txt 2>&1
+  done
+  R=("${E32[@]}" NTHREADS=4 "${SHARE[@]}")
+  run 06-before-n4 90 "${R[@]}" $P "${SMALL[@]}" --contenders $OLD --json $L/06-before-n4.json
+  run 06-after-n4 90 "${R[@]}" $A "${SMALL[@]}" --contenders $NEW --json $L/06-after-n4.json
+  python3 runs/2026-11-25/scripts/compare.py $L/06-before-n4.json $L/06-after-n4.json > $L/06-before-after-n4.txt 2>&1
+  for n in 1 2; do
+    R=("${E32[@]}" NTHREADS=$n "${SHARE[@]}")
+    BIG=(--build nvcc -b 16M -e 128M -f 8 -n 10 -w 2 --trials 3)
+    run 06-big-before-n$n 90 "${R[@]}" $P "${BIG[@]}" --contenders fused,triton,unfused05,unfused-nccl --json $L/06-big-before-n$n.json
+    run 06-big-after-n$n 90 "${R[@]}" $A "${BIG[@]}" --contenders fused,triton,unfused05,unfused05-graph,unfused-nccl,unfused-nccl-graph --json $L/06-big-after-n$n.json
+    python3 runs/2026-11-25/scripts/compare.py $L/06-big-before-n$n.json $L/06-big-after-n$n.json > $L/06-big-before-after-n$n.txt 2>&1
+    run 06-bf16-after-n$n 60 "${R[@]}" $A "${SMALL[@]}" --dtype bf16 --contenders fused,triton,symm-layer,unfused-nccl,unfused-nccl-graph --json $L/06-bf16-after-n$n.json
+  done
+  for n in 2 4; do
+    R=("${E32[@]}" NTHREADS=$n "${SHARE[@]}")
+    ops=1000; [ $n = 4 ] && ops=300
+    for d in f32 bf16; do
+      run 06-stress-$d-n$n 90 "${R[@]}" $A --build nvcc --contenders fused,triton --dtype $d --stress $ops -b 8 -e 1M -f 8
+      run 06-stress-one-region-$d-n$n 90 "${R[@]}" $A --build nvcc --contenders fused,triton --dtype $d --stress $ops --one-region -b 8 -e 1M -f 8
+    done
+  done
+  for n in 1 2; do
+    run 06-default-n$n 120 "${E32[@]}" NTHREADS=$n "${SHARE[@]}" $A --json $L/06-default-n$n.json
+  done
   finish
   ;;
 recheck)
