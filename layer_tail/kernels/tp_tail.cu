@@ -42,23 +42,31 @@ __device__ __forceinline__ void tp_store(void* p, size_t i, int dtype, float v) 
 //                    loads serves that many;
 //   TP_ROW_ITEMS     elements of a row a thread loads in the epilogue
 //                    before it uses the first;
-//   TP_K_STEP        input features (j) whose weights and activations a
-//                    thread loads before the first fma of them.
+//   TP_K_CHUNK       input features (j) of the tile's activations staged in
+//                    shared memory at a time;
+//   TP_K_STEP        input features whose weights a thread loads before
+//                    the first fma of them.
 #define TP_TILE_TOKENS 8
 #define TP_TILE_COLUMNS 4
 #define TP_ROW_ITEMS 8
-#define TP_K_STEP 4
+#define TP_K_STEP 8
+#define TP_K_CHUNK 64
 
 // Phase "compute": partial[t, i] = sum_j x[t, j] w[j, i]. A block takes a
 // tile of TP_TILE_TOKENS tokens by TP_TILE_COLUMNS x blockDim.x columns at a
 // time. A thread owns TP_TILE_COLUMNS of the columns, blockDim.x apart so
 // that a warp's loads and stores stay coalesced, and keeps their sums for
-// the tile's tokens in registers. For each j it loads TP_TILE_COLUMNS
-// weights and TP_TILE_TOKENS activations, and does TP_TILE_TOKENS x
-// TP_TILE_COLUMNS fmas. Every thread of a warp loads the same activation, so
-// each of those is one broadcast load: one memory access serves the warp.
+// the tile's tokens in registers. The tile's activations come first, up to
+// TP_K_CHUNK input features at a time, into shared memory: one round trip
+// for the whole block, each value then read by every thread (a broadcast).
+// Then, TP_K_STEP values of j at a time, a thread loads its weights for all
+// of them before the first fma: one round trip per step, not per j. The
+// fmas run for every j of a step, with weight and activation 0 past the
+// chunk's end, so that the compiler keeps the loads together (with a
+// branch per j it moved each j's loads down to their use, call 117).
 __device__ __forceinline__ void tp_partial(const float* x, const float* w, void* partial,
                                            int tokens, int hidden, int k, int dtype) {
+  __shared__ float xs[TP_K_CHUNK][TP_TILE_TOKENS];
   const int tile_width = TP_TILE_COLUMNS * blockDim.x;
   const int column_tiles = (hidden + tile_width - 1) / tile_width;
   const int tiles = (tokens + TP_TILE_TOKENS - 1) / TP_TILE_TOKENS * column_tiles;
@@ -66,35 +74,37 @@ __device__ __forceinline__ void tp_partial(const float* x, const float* w, void*
     const int t0 = tile / column_tiles * TP_TILE_TOKENS;
     const int i0 = tile % column_tiles * tile_width + threadIdx.x;
     float acc[TP_TILE_TOKENS][TP_TILE_COLUMNS] = {};
-    for (int j0 = 0; j0 < k; j0 += TP_K_STEP) {
-      // Every load of TP_K_STEP values of j first, then their fmas: the
-      // loads are in flight together (one round trip to memory per step,
-      // not per j: at k = 16, 4 instead of 16).
-      float wj[TP_K_STEP][TP_TILE_COLUMNS], xj[TP_K_STEP][TP_TILE_TOKENS];
-#pragma unroll
-      for (int s = 0; s < TP_K_STEP; s++) {
-        const int j = min(j0 + s, k - 1);  // past k: re-read, never used
-#pragma unroll
-        for (int c = 0; c < TP_TILE_COLUMNS; c++) {
-          const int i = i0 + c * blockDim.x;
-          wj[s][c] = i < hidden ? w[(size_t)j * hidden + i] : 0.0f;
-        }
-#pragma unroll
-        for (int u = 0; u < TP_TILE_TOKENS; u++) {
-          // Rows of the last tile past `tokens` re-read the last token's
-          // activations, so that every load stays in bounds; their sums
-          // are not stored.
-          xj[s][u] = x[(size_t)min(t0 + u, tokens - 1) * k + j];
-        }
+    for (int c0 = 0; c0 < k; c0 += TP_K_CHUNK) {
+      const int chunk = min(TP_K_CHUNK, k - c0);
+      __syncthreads();  // every thread is done with the previous chunk
+      // Rows of the last tile past `tokens` take the last token's
+      // activations, so that every load stays in bounds; their sums are
+      // not stored.
+      for (int e = threadIdx.x; e < chunk * TP_TILE_TOKENS; e += blockDim.x) {
+        const int u = e / chunk, j = e % chunk;  // neighbours load neighbouring j
+        xs[j][u] = x[(size_t)min(t0 + u, tokens - 1) * k + c0 + j];
       }
+      __syncthreads();
+      for (int s0 = 0; s0 < chunk; s0 += TP_K_STEP) {
+        float wj[TP_K_STEP][TP_TILE_COLUMNS];
 #pragma unroll
-      for (int s = 0; s < TP_K_STEP; s++) {
-        if (j0 + s >= k) break;
-#pragma unroll
-        for (int u = 0; u < TP_TILE_TOKENS; u++) {
+        for (int s = 0; s < TP_K_STEP; s++) {
+          const size_t j = c0 + min(s0 + s, chunk - 1);
 #pragma unroll
           for (int c = 0; c < TP_TILE_COLUMNS; c++) {
-            acc[u][c] = fmaf(xj[s][u], wj[s][c], acc[u][c]);  // in j order, as the CPU reference
+            const int i = i0 + c * blockDim.x;
+            wj[s][c] = s0 + s < chunk && i < hidden ? w[j * hidden + i] : 0.0f;
+          }
+        }
+#pragma unroll
+        for (int s = 0; s < TP_K_STEP; s++) {
+#pragma unroll
+          for (int u = 0; u < TP_TILE_TOKENS; u++) {
+            const float xj = s0 + s < chunk ? xs[s0 + s][u] : 0.0f;
+#pragma unroll
+            for (int c = 0; c < TP_TILE_COLUMNS; c++) {
+              acc[u][c] = fmaf(xj, wj[s][c], acc[u][c]);  // in j order, as the CPU reference
+            }
           }
         }
       }

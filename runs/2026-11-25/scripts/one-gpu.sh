@@ -37,6 +37,15 @@
 #                contenders; 128 MiB; bfloat16; stress on the one-shot sizes
 #                (both fused kernels, f32 and bf16, also --one-region); the
 #                default sweep's wall time at 1 and 2 ranks
+#   PART=probe4  after change4 (carry .carry/change4.txz): why the after
+#                binary's timing run at 4 ranks gave no output in 90 s (each
+#                contender alone at 4 ranks), ncu on both fused kernels and the
+#                unfused kernels at 1 rank, and the cubins' resource use and SASS
+#   PART=change5 carry .carry/change5.txz (change 4's 06_symm_bench in
+#                $G/c4, this build's in $G/c5): change 5 before/after at 1 and
+#                2 ranks and at 128 MiB, the stress mode at 2 ranks, and the
+#                4-rank timing run that printed nothing in call 115, with gdb's
+#                backtraces of every thread if it is still running after 45 s
 #   PART=release carry .nccl/nccl-$NCCL.tar.xz: lessons 01 to 05 at 2, 3, 4 and 8
 #                ranks on that release (05 through nvcc)
 # Logs go to $OUT/$CALL/ (index.txt: each step's exit code) and come back as
@@ -70,7 +79,7 @@ E32=(env -u LD_LIBRARY_PATH NCCL_HOME=$J NVJITLINK=$NVJ XDG_CACHE_HOME=/tmp/cach
      TRITON_PYTHON=/opt/torch/.venv/bin/python)
 SHARE=(NCCL_MULTI_RANK_GPU_ENABLE=1)
 
-case ${PART:?PART=stage|lessons|stress|stress06|final|programs|timing|change4|suite|mpi|recheck|release} in
+case ${PART:?PART=stage|lessons|stress|stress06|final|programs|timing|change4|probe4|change5|suite|mpi|recheck|release} in
 stage)
   mkdir -p $J /tmp/jit
   if [ -f .nccl/nccl-2.32.3.tar.xz ]; then
@@ -310,6 +319,64 @@ change4)
   for n in 1 2; do
     run 06-default-n$n 120 "${E32[@]}" NTHREADS=$n "${SHARE[@]}" $A --json $L/06-default-n$n.json
   done
+  finish
+  ;;
+probe4)
+  [ -f .carry/change4.txz ] && { mkdir -p $G && tar -xJf .carry/change4.txz -C $G; }
+  A=$G/after/bin/06_symm_bench
+  R=("${E32[@]}" NTHREADS=4 "${SHARE[@]}")
+  for c in fused triton symm-layer unfused05 unfused-nccl unfused05-graph unfused-nccl-graph; do
+    run n4-$c 30 "${R[@]}" $A --build nvcc --contenders $c -b 8 -e 256K -f 8 -n 5 -w 2 --trials 1
+  done
+  R=("${E32[@]}" NTHREADS=1)
+  NCU=(ncu --clock-control none --launch-skip 10 --launch-count 1 --section SpeedOfLight --section LaunchStats --section Occupancy --section WarpStateStats --section SourceCounters)
+  run ncu-fused 60 "${R[@]}" "${NCU[@]}" -k regex:tp_tail_fused $A --build nvcc --contenders fused -b 32K -e 32K -n 20 -w 5 --trials 1
+  run ncu-triton 60 "${R[@]}" "${NCU[@]}" -k regex:tp_tail_triton $A --build nvcc --contenders triton -b 32K -e 32K -n 20 -w 5 --trials 1
+  run ncu-unfused 60 "${R[@]}" ncu --clock-control none --launch-skip 30 --launch-count 3 --section SpeedOfLight $A --build nvcc --contenders unfused05 -b 32K -e 32K -n 20 -w 5 --trials 1
+  for f in /tmp/cache/nccl-symmem-rs/06_symm_primitive/*/*.cubin; do
+    echo "== $f"; /usr/local/cuda/bin/cuobjdump --dump-resource-usage "$f"
+  done > $L/resource-usage.txt 2>&1
+  for f in /tmp/cache/nccl-symmem-rs/06_symm_primitive/*/*.cubin; do
+    echo "== $f"; /usr/local/cuda/bin/cuobjdump -sass "$f"
+  done > $L/sass.txt 2>&1
+  finish
+  ;;
+change5)
+  [ -f .carry/change5.txz ] && { mkdir -p $G && tar -xJf .carry/change5.txz -C $G; }
+  P=$G/c4/bin/06_symm_bench; A=$G/c5/bin/06_symm_bench
+  C=fused,triton,symm-layer,unfused05,unfused05-graph,unfused-nccl-graph
+  SMALL=(--build nvcc -b 8 -e 256K -f 8 -n 20 -w 5 --trials 3 --contenders $C)
+  R=("${E32[@]}" NTHREADS=1)
+  for i in 1 2; do
+    run 06-c4-n1-$i 60 "${R[@]}" $P "${SMALL[@]}" --json $L/06-c4-n1-$i.json
+    run 06-c5-n1-$i 60 "${R[@]}" $A "${SMALL[@]}" --json $L/06-c5-n1-$i.json
+  done
+  python3 runs/2026-11-25/scripts/compare.py $L/06-c4-n1-1.json $L/06-c5-n1-1.json $L/06-c4-n1-2.json $L/06-c5-n1-2.json > $L/06-c4-c5-n1.txt 2>&1
+  R=("${E32[@]}" NTHREADS=2 "${SHARE[@]}")
+  run 06-c4-n2 60 "${R[@]}" $P "${SMALL[@]}" --json $L/06-c4-n2.json
+  run 06-c5-n2 60 "${R[@]}" $A "${SMALL[@]}" --json $L/06-c5-n2.json
+  python3 runs/2026-11-25/scripts/compare.py $L/06-c4-n2.json $L/06-c5-n2.json > $L/06-c4-c5-n2.txt 2>&1
+  R=("${E32[@]}" NTHREADS=1)
+  BIG=(--build nvcc -b 16M -e 128M -f 8 -n 10 -w 2 --trials 3 --contenders fused,triton,unfused05,unfused05-graph)
+  run 06-big-c4-n1 60 "${R[@]}" $P "${BIG[@]}" --json $L/06-big-c4-n1.json
+  run 06-big-c5-n1 60 "${R[@]}" $A "${BIG[@]}" --json $L/06-big-c5-n1.json
+  python3 runs/2026-11-25/scripts/compare.py $L/06-big-c4-n1.json $L/06-big-c5-n1.json > $L/06-big-c4-c5-n1.txt 2>&1
+  R=("${E32[@]}" NTHREADS=2 "${SHARE[@]}")
+  run 06-stress-n2 60 "${R[@]}" $A --build nvcc --contenders fused,triton --stress 500 -b 8 -e 1M -f 8
+  run 06-stress-one-region-n2 60 "${R[@]}" $A --build nvcc --contenders fused,triton --stress 500 --one-region -b 8 -e 1M -f 8
+  # The 4-rank run of call 115, with backtraces if it hangs.
+  { echo "\$ NTHREADS=4 06_symm_bench (call 115's 06-after-n4 arguments)"; date -u +%FT%TZ
+    "${E32[@]}" NTHREADS=4 "${SHARE[@]}" timeout 75 $A --build nvcc -b 8 -e 256K -f 8 -n 20 -w 5 --trials 3       --contenders fused,triton,symm-layer,unfused05,unfused-nccl,unfused05-graph,unfused-nccl-graph &
+    bg=$!
+    for t in 1 2 3 4 5 6 7 8 9; do sleep 5; kill -0 $bg 2>/dev/null || break; done
+    pid=$(pgrep -f "c5/bin/06_symm_bench" | head -1)
+    if [ -n "$pid" ]; then
+      echo "still running after 45 s: backtraces of pid $pid"; command -v gdb
+      timeout 60 gdb -p "$pid" -batch -ex "thread apply all bt 25" 2>&1 | grep -v "^\[New LWP\|^$" | head -600
+    fi
+    wait; echo "exit $?"; } > $L/06-n4-hang.log 2>&1
+  printf '%-34s %s
+' 06-n4-hang "$(tail -1 $L/06-n4-hang.log)" | tee -a "$L/index.txt"
   finish
   ;;
 recheck)
