@@ -61,7 +61,8 @@
 //! Issue 32: at most 60 s at 1 and at 2 ranks on one H100. Measured there
 //! (runs/2026-11-25/call87/times.txt, whole runs, kernels cached): 16 s at
 //! 1 rank and 32 s at 2 in float32; `--dtype bf16` (without Triton) 32 s and
-//! 57 s. Estimated from the code before that run, defaults `-b 8 -e 512M -n 20
+//! 57 s. With the two graph contenders in the default list: 17 s at 1 rank
+//! and 35 s at 2, float32 (runs/2026-11-25/call115, the logs' start times). Estimated from the code before that run, defaults `-b 8 -e 512M -n 20
 //! -w 5 --trials 5`, float32, 27 sizes, 4 layer-tail contenders (fused,
 //! unfused05, unfused-nccl, symm-layer) and 3 AllReduce ones (two
 //! placements each).
@@ -113,9 +114,7 @@ use bench::{
 use common::nccl::{nccl_stream, sys, NcclCheck};
 use common::setup;
 use common::{CannotRun, Lesson, NcclVersion, Needs, RankContext};
-use cudarc::driver::{
-    result as cu, sys as cu_sys, CudaContext, CudaGraph, CudaSlice, CudaStream,
-};
+use cudarc::driver::{result as cu, sys as cu_sys, CudaContext, CudaGraph, CudaSlice, CudaStream};
 use device_build::program;
 use device_build::route::Build;
 use device_build::shim::{check_lsa_team, DevComm};
@@ -331,9 +330,11 @@ impl Args {
             }
         }
         if self.dtype == Dtype::Bf16 {
-            if let Some(c) = self.contenders.iter().find(|c| {
-                matches!(c, Contender::Unfused05 | Contender::Unfused05Graph)
-            }) {
+            if let Some(c) = self
+                .contenders
+                .iter()
+                .find(|c| matches!(c, Contender::Unfused05 | Contender::Unfused05Graph))
+            {
                 return Err(CannotRun::new(
                     format!(
                         "{} runs lesson 05b's kernels, which sum float32 only",
@@ -439,6 +440,7 @@ impl Symmetric {
     /// The context's bytes, and its grid-barrier words (zeroed), copied to
     /// the GPU on `stream`: stream order puts them before any kernel
     /// launched there.
+    #[allow(clippy::too_many_arguments)]
     fn new(
         kind: i32,
         ctx: &RankContext,
@@ -507,6 +509,12 @@ struct NcclSide<'a, 'd> {
     fast: &'a FastKernels,
     options: FastOptions,
     dev_comm: &'a DevComm<'d>,
+    /// Every graph the graph contenders captured, kept until all timing is
+    /// done. Destroying a graph that holds an `ncclAllReduce` runs NCCL's
+    /// cleanup on the driver's thread, and at 4 ranks sharing one GPU (one
+    /// CUDA context) that stalled a peer's next launches while its kernels
+    /// waited for them: the run hung (calls 119 and 121).
+    graphs: std::cell::RefCell<Vec<CudaGraph>>,
 }
 
 fn bench(ctx: &RankContext, args: &Args) -> Result<()> {
@@ -725,6 +733,7 @@ fn bench(ctx: &RankContext, args: &Args) -> Result<()> {
                     fast: &fast_kernels,
                     options,
                     dev_comm: &dev_comm,
+                    graphs: Default::default(),
                 };
                 run_layer(
                     ctx,
@@ -824,7 +833,6 @@ fn kernels(module: &Module) -> Result<Kernels> {
 /// The layer-tail contenders (and, with `--stress`, the fused stress run,
 /// whose table it prints). Returns their series, for the run's one report
 /// ([`report_series`]).
-#[allow(clippy::too_many_arguments)]
 /// What `launches` puts on `stream`, captured into a CUDA graph,
 /// instantiated and uploaded: what a graph contender replays. The windows
 /// and the device communicator exist before it (NCCL supports capture).
@@ -844,6 +852,7 @@ fn capture(stream: &Arc<CudaStream>, launches: impl FnOnce() -> Result<()>) -> R
     Ok(graph)
 }
 
+#[allow(clippy::too_many_arguments)]
 fn run_layer(
     ctx: &RankContext,
     args: &Args,
@@ -1210,7 +1219,7 @@ fn run_layer(
                 None => Vec::new(),
             };
             let (seconds, wrong) = if contender.captured().is_some() {
-                time_rotating(
+                let timed = time_rotating(
                     ctx,
                     stream,
                     &args.sweep,
@@ -1218,7 +1227,10 @@ fn run_layer(
                     &prepare_layer,
                     |i| graphs[i % slots].launch().context("cuGraphLaunch"),
                     |regions| check_layer(regions, &what),
-                )?
+                )?;
+                let nccl = nccl.context("the graph contenders need the NCCL backend")?;
+                nccl.graphs.borrow_mut().extend(graphs);
+                timed
             } else if contender == Contender::SymmLayer {
                 time_rotating(
                     ctx,
@@ -1620,7 +1632,12 @@ mod tests {
                 "{err}"
             );
         }
-        let asked = args(&["--dtype", "bf16", "--contenders", "fused,unfused-nccl-graph"]);
+        let asked = args(&[
+            "--dtype",
+            "bf16",
+            "--contenders",
+            "fused,unfused-nccl-graph",
+        ]);
         assert!(asked.check().is_ok());
     }
 

@@ -46,6 +46,8 @@
 #                2 ranks and at 128 MiB, the stress mode at 2 ranks, and the
 #                4-rank timing run that printed nothing in call 115, with gdb's
 #                backtraces of every thread if it is still running after 45 s
+#   PART=bisect4 carry .carry/change5.txz: which contenders, timed together
+#                at 4 ranks on one GPU, make the run of call 119 hang
 #   PART=release carry .nccl/nccl-$NCCL.tar.xz: lessons 01 to 05 at 2, 3, 4 and 8
 #                ranks on that release (05 through nvcc)
 # Logs go to $OUT/$CALL/ (index.txt: each step's exit code) and come back as
@@ -79,7 +81,7 @@ E32=(env -u LD_LIBRARY_PATH NCCL_HOME=$J NVJITLINK=$NVJ XDG_CACHE_HOME=/tmp/cach
      TRITON_PYTHON=/opt/torch/.venv/bin/python)
 SHARE=(NCCL_MULTI_RANK_GPU_ENABLE=1)
 
-case ${PART:?PART=stage|lessons|stress|stress06|final|programs|timing|change4|probe4|change5|suite|mpi|recheck|release} in
+case ${PART:?PART=stage|lessons|stress|stress06|final|programs|timing|change4|probe4|change5|bisect4|suite|mpi|recheck|release} in
 stage)
   mkdir -p $J /tmp/jit
   if [ -f .nccl/nccl-2.32.3.tar.xz ]; then
@@ -377,6 +379,19 @@ change5)
     wait; echo "exit $?"; } > $L/06-n4-hang.log 2>&1
   printf '%-34s %s
 ' 06-n4-hang "$(tail -1 $L/06-n4-hang.log)" | tee -a "$L/index.txt"
+  finish
+  ;;
+bisect4)
+  [ -f .carry/change5.txz ] && { mkdir -p $G && tar -xJf .carry/change5.txz -C $G; }
+  A=$G/c5/bin/06_symm_bench
+  R=("${E32[@]}" NTHREADS=4 "${SHARE[@]}")
+  i=0
+  for c in fused,triton,symm-layer,unfused05,unfused-nccl unfused-nccl,unfused-nccl-graph \
+           unfused05,unfused05-graph unfused05-graph,unfused-nccl-graph fused,unfused-nccl-graph \
+           fused,triton,symm-layer,unfused05,unfused-nccl,unfused05-graph; do
+    i=$((i + 1))
+    run n4-set$i 25 "${R[@]}" $A --build nvcc -b 8 -e 256K -f 8 -n 20 -w 5 --trials 3 --contenders $c
+  done
   finish
   ;;
 recheck)
