@@ -510,10 +510,12 @@ struct NcclSide<'a, 'd> {
     options: FastOptions,
     dev_comm: &'a DevComm<'d>,
     /// Every graph the graph contenders captured, kept until all timing is
-    /// done. Destroying a graph that holds an `ncclAllReduce` runs NCCL's
-    /// cleanup on the driver's thread, and at 4 ranks sharing one GPU (one
-    /// CUDA context) that stalled a peer's next launches while its kernels
-    /// waited for them: the run hung (calls 119 and 121).
+    /// done. At 4 ranks sharing one GPU (one CUDA context), a run that
+    /// destroyed each contender's graphs right after timing them hung
+    /// whenever `unfused-nccl-graph` followed another contender (calls 119
+    /// and 121), most likely because destroying a graph that holds an
+    /// `ncclAllReduce` runs NCCL's cleanup on the driver's thread while a
+    /// peer's kernels wait for this rank's next launches.
     graphs: std::cell::RefCell<Vec<CudaGraph>>,
 }
 

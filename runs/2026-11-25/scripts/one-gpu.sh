@@ -48,6 +48,13 @@
 #                backtraces of every thread if it is still running after 45 s
 #   PART=bisect4 carry .carry/change5.txz: which contenders, timed together
 #                at 4 ranks on one GPU, make the run of call 119 hang
+#   PART=last1   after this session's last change (carry .carry/threads.txz):
+#                the thread suite at GPU_TEST_RANKS=2, lesson 06's stress mode
+#                on the one-shot's sizes at 2 and 4 ranks (f32, bf16,
+#                one-region), the 4-rank timing run that hung in calls 115,
+#                119 and 121, and the default sweep's wall time at 1 and 2 ranks
+#   PART=last3   carry .carry/mpi.txz: 06c (NVSHMEM) at 1 and 2 PEs under a
+#                private MPS daemon, float32 and bfloat16
 #   PART=release carry .nccl/nccl-$NCCL.tar.xz: lessons 01 to 05 at 2, 3, 4 and 8
 #                ranks on that release (05 through nvcc)
 # Logs go to $OUT/$CALL/ (index.txt: each step's exit code) and come back as
@@ -81,7 +88,7 @@ E32=(env -u LD_LIBRARY_PATH NCCL_HOME=$J NVJITLINK=$NVJ XDG_CACHE_HOME=/tmp/cach
      TRITON_PYTHON=/opt/torch/.venv/bin/python)
 SHARE=(NCCL_MULTI_RANK_GPU_ENABLE=1)
 
-case ${PART:?PART=stage|lessons|stress|stress06|final|programs|timing|change4|probe4|change5|bisect4|suite|mpi|recheck|release} in
+case ${PART:?PART=stage|lessons|stress|stress06|final|programs|timing|change4|probe4|change5|bisect4|last1|last3|suite|mpi|recheck|release} in
 stage)
   mkdir -p $J /tmp/jit
   if [ -f .nccl/nccl-2.32.3.tar.xz ]; then
@@ -392,6 +399,44 @@ bisect4)
     i=$((i + 1))
     run n4-set$i 25 "${R[@]}" $A --build nvcc -b 8 -e 256K -f 8 -n 20 -w 5 --trials 3 --contenders $c
   done
+  finish
+  ;;
+last1)
+  [ -f .carry/threads.txz ] && { mkdir -p $G && tar -xJf .carry/threads.txz -C $G; }
+  B=$G/threads/bin
+  run suite-threads-n2 ${SUITE_LIMIT:-330} "${E32[@]}" GPU_TEST_RANKS=2 PATH=$G/threads/bin:$PATH \
+    $G/threads/cargo-nextest nextest run --archive-file $G/threads/tests.tar.zst --workspace-remap . \
+    --run-ignored all --no-fail-fast --test-threads 1
+  for n in 2 4; do
+    R=("${E32[@]}" NTHREADS=$n "${SHARE[@]}")
+    ops=500; [ $n = 4 ] && ops=200
+    for d in f32 bf16; do
+      run 06-stress-$d-n$n 60 "${R[@]}" $B/06_symm_bench --build nvcc --contenders fused,triton --dtype $d --stress $ops -b 8 -e 1M -f 8
+      run 06-stress-one-region-$d-n$n 60 "${R[@]}" $B/06_symm_bench --build nvcc --contenders fused,triton --dtype $d --stress $ops --one-region -b 8 -e 1M -f 8
+    done
+  done
+  run 06-timing-n4 60 "${E32[@]}" NTHREADS=4 "${SHARE[@]}" $B/06_symm_bench --build nvcc -b 8 -e 256K -f 8 -n 20 -w 5 --trials 3 \
+    --contenders fused,triton,symm-layer,unfused05,unfused-nccl,unfused05-graph,unfused-nccl-graph --json $L/06-timing-n4.json
+  for n in 1 2; do
+    run 06-default-n$n 90 "${E32[@]}" NTHREADS=$n "${SHARE[@]}" $B/06_symm_bench --json $L/06-default-n$n.json
+  done
+  finish
+  ;;
+last3)
+  [ -f .carry/mpi.txz ] && { mkdir -p $G && tar -xJf .carry/mpi.txz -C $G; }
+  M=$G/mpi/bin
+  NV=/opt/torch/.venv/lib/python3.12/site-packages/nvidia/nvshmem
+  X=(-x NCCL_HOME -x NVJITLINK -x XDG_CACHE_HOME -x NCCL_MULTI_RANK_GPU_ENABLE -x NVSHMEM_HOME)
+  export CUDA_MPS_PIPE_DIRECTORY=/tmp/mps-pipe CUDA_MPS_LOG_DIRECTORY=/tmp/mps-log
+  mkdir -p -m 700 $CUDA_MPS_PIPE_DIRECTORY $CUDA_MPS_LOG_DIRECTORY
+  run mps-start 30 nvidia-cuda-mps-control -d
+  for n in 1 2; do
+    for d in f32 bf16; do
+      run 06c-$d-np$n 120 "${E32[@]}" NVSHMEM_HOME=$NV "${SHARE[@]}" mpirun -np $n --oversubscribe "${X[@]}" $M/06c_symm_nvshmem --dtype $d
+    done
+  done
+  run 06c-stress-np2 120 "${E32[@]}" NVSHMEM_HOME=$NV "${SHARE[@]}" mpirun -np 2 --oversubscribe "${X[@]}" $M/06_symm_bench --backend nvshmem --contenders fused --stress 300 -b 8 -e 1M -f 8
+  run mps-stop 30 sh -c 'echo quit | nvidia-cuda-mps-control'
   finish
   ;;
 recheck)
