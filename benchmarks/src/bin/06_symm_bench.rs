@@ -185,6 +185,10 @@ fn build_tool_found() -> Result<(), CannotRun> {
     }
 }
 
+/// NCCL's switch for mixing graph-captured and eager launches on one
+/// communicator ([`Args::graph_mixing_off`]).
+const GRAPH_MIXING: &str = "NCCL_GRAPH_MIXING_SUPPORT";
+
 #[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
 enum Contender {
     /// Compute, symm_all_reduce, residual + RMSNorm: one cooperative launch.
@@ -367,6 +371,22 @@ impl Args {
                 std::env::set_var("NVSHMEM_SYMMETRIC_SIZE", bytes.to_string());
             }
         }
+        if self.graph_mixing_off() {
+            std::env::set_var(GRAPH_MIXING, "0");
+        }
+    }
+
+    /// Whether NCCL's support for mixing graph-captured and eager launches
+    /// on one communicator is turned off for this run: when a graph
+    /// contender is timed and the user did not choose. With it on, at 4
+    /// ranks sharing one GPU, `unfused-nccl-graph` after any other contender
+    /// hung every time; with `NCCL_GRAPH_MIXING_SUPPORT=0` the same run
+    /// finished (call 127). Off is safe here: NCCL then asks that no graph
+    /// launch be outstanding when an eager one is made, and every rank waits
+    /// for its stream between contenders and between rounds.
+    fn graph_mixing_off(&self) -> bool {
+        self.contenders.iter().any(|c| c.captured().is_some())
+            && std::env::var_os(GRAPH_MIXING).is_none()
     }
 
     /// With `--backend nvshmem`, the heap this run needs: the regions the
@@ -509,14 +529,6 @@ struct NcclSide<'a, 'd> {
     fast: &'a FastKernels,
     options: FastOptions,
     dev_comm: &'a DevComm<'d>,
-    /// Every graph the graph contenders captured, kept until all timing is
-    /// done. At 4 ranks sharing one GPU (one CUDA context), a run that
-    /// destroyed each contender's graphs right after timing them hung
-    /// whenever `unfused-nccl-graph` followed another contender (calls 119
-    /// and 121), most likely because destroying a graph that holds an
-    /// `ncclAllReduce` runs NCCL's cleanup on the driver's thread while a
-    /// peer's kernels wait for this rank's next launches.
-    graphs: std::cell::RefCell<Vec<CudaGraph>>,
 }
 
 fn bench(ctx: &RankContext, args: &Args) -> Result<()> {
@@ -532,6 +544,13 @@ fn bench(ctx: &RankContext, args: &Args) -> Result<()> {
     let multiprocessors = gpu
         .attribute(cu_sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
         .context("multiprocessor count")? as u32;
+    if ctx.is_root() && args.contenders.iter().any(|c| c.captured().is_some()) {
+        if let Ok(value) = std::env::var(GRAPH_MIXING) {
+            eprintln!(
+                "note: {GRAPH_MIXING}={value} for the graph contenders (06_symm_bench sets 0 unless you set it: with 1, ranks sharing a GPU hung)"
+            );
+        }
+    }
     // The same grid on every rank (symm_all_reduce's calling convention).
     let resident = layer_tail::agreed_blocks(ctx, multiprocessors)?;
     let blocks = args.blocks.map_or(resident, |asked| asked.min(resident));
@@ -735,7 +754,6 @@ fn bench(ctx: &RankContext, args: &Args) -> Result<()> {
                     fast: &fast_kernels,
                     options,
                     dev_comm: &dev_comm,
-                    graphs: Default::default(),
                 };
                 run_layer(
                     ctx,
@@ -1221,7 +1239,7 @@ fn run_layer(
                 None => Vec::new(),
             };
             let (seconds, wrong) = if contender.captured().is_some() {
-                let timed = time_rotating(
+                time_rotating(
                     ctx,
                     stream,
                     &args.sweep,
@@ -1229,10 +1247,7 @@ fn run_layer(
                     &prepare_layer,
                     |i| graphs[i % slots].launch().context("cuGraphLaunch"),
                     |regions| check_layer(regions, &what),
-                )?;
-                let nccl = nccl.context("the graph contenders need the NCCL backend")?;
-                nccl.graphs.borrow_mut().extend(graphs);
-                timed
+                )?
             } else if contender == Contender::SymmLayer {
                 time_rotating(
                     ctx,
@@ -1641,6 +1656,20 @@ mod tests {
             "fused,unfused-nccl-graph",
         ]);
         assert!(asked.check().is_ok());
+    }
+
+    /// NCCL's graph mixing goes off only for a run that times a graph
+    /// contender, and only when the user has not set it.
+    #[test]
+    fn graph_mixing_goes_off_only_for_graph_contenders() {
+        assert!(!args(&["--contenders", "fused,unfused-nccl"]).graph_mixing_off());
+        if std::env::var_os(GRAPH_MIXING).is_none() {
+            assert!(args(&["--contenders", "fused,unfused-nccl-graph"]).graph_mixing_off());
+            assert!(
+                args(&[]).graph_mixing_off(),
+                "the default list has graph contenders"
+            );
+        }
     }
 
     /// Each graph contender replays the launches of its unfused contender.
