@@ -47,7 +47,7 @@ use cudarc::driver::{sys as cu_sys, CudaContext};
 use device_build::program;
 use device_build::route::Build;
 use device_build::shim::{check_lsa_team, DevComm};
-use device_build::{cache, Env, Module};
+use device_build::{cache, command, Env, Module};
 use layer_tail::reference::{self, Layer};
 use layer_tail::{Dtype, CACHE_NAME, FUSED_KERNEL, THREADS};
 use symm_comm::codes;
@@ -124,18 +124,9 @@ fn symm_primitive_lesson(ctx: &RankContext, args: &Args) -> Result<()> {
         )?;
         Ok((chosen, built))
     })?;
-    if ctx.is_root() {
-        eprintln!("note: build route: {} ({})", chosen.plan.name(), chosen.why);
-        let how = if built.build.compiled {
-            "built"
-        } else {
-            "reused from the cache"
-        };
-        eprintln!(
-            "note: module {how} in {:.2} s (route {}, {arch})",
-            built.build.seconds, built.route
-        );
-    }
+    let route = format!("note: build route: {} ({})", chosen.plan.name(), chosen.why);
+    let module = command::module_note(&built.build, built.route, &arch);
+    command::print_on_root(ctx, [route, module]);
     // The exact commands (nvcc, or NVRTC and nvJitLink), or the cached files used.
     built.print_commands(ctx);
     let shim = built.dev_comm_maker()?;

@@ -4,6 +4,10 @@
 
 use std::path::{Path, PathBuf};
 
+use common::RankContext;
+
+use crate::cache;
+
 /// The commands a build ran, each with the directory it ran in. A build
 /// runs in a private directory that is then renamed into the cache:
 /// [`lines_in`](Self::lines_in) names the directory the files are in now.
@@ -41,6 +45,30 @@ pub fn notes(compiled: bool, commands: &[String], files: &[PathBuf]) -> Vec<Stri
     }
 }
 
+/// What a route's build did and how long it took, as every route says it:
+/// `note: module built in 6.99 s (route nvshmem, sm_90)`, or `note: module
+/// reused from the cache in 0.01 s (...)`.
+pub fn module_note(build: &cache::Built, route: &str, arch: &str) -> String {
+    let how = if build.compiled {
+        "built"
+    } else {
+        "reused from the cache"
+    };
+    format!(
+        "note: module {how} in {:.2} s (route {route}, {arch})",
+        build.seconds
+    )
+}
+
+/// `lines` on stderr, on rank 0 only: how every build's notes are printed.
+pub fn print_on_root(ctx: &RankContext, lines: impl IntoIterator<Item = String>) {
+    if ctx.is_root() {
+        for line in lines {
+            eprintln!("{line}");
+        }
+    }
+}
+
 /// `cd DIR && PROGRAM ARGS...`, each word quoted for a POSIX shell where
 /// it needs to be: the line a reader can paste to run the same command.
 pub fn command_line(dir: &Path, program: &Path, args: &[String]) -> String {
@@ -61,5 +89,26 @@ pub fn shell_word(word: &str) -> String {
         word.to_string()
     } else {
         format!("'{}'", word.replace('\'', "'\\''"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every route says what its build did in these words (lesson 06 and
+    /// 06b/06c print them; the READMEs quote them).
+    #[test]
+    fn the_module_note_says_built_or_reused_with_route_and_arch() {
+        let built = cache::Built::record("/cache/3f2a".into(), true, 6.987);
+        assert_eq!(
+            module_note(&built, "nvshmem", "sm_90"),
+            "note: module built in 6.99 s (route nvshmem, sm_90)"
+        );
+        let cached = cache::Built::record("/cache/3f2a".into(), false, 0.0041);
+        assert_eq!(
+            module_note(&cached, "nvcc", "sm_90"),
+            "note: module reused from the cache in 0.00 s (route nvcc, sm_90)"
+        );
     }
 }

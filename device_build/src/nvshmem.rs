@@ -274,11 +274,7 @@ impl Built {
     /// On rank 0 only, on stderr: the route and its tools, then what the
     /// build did and how long it took ([`build_notes`](Self::build_notes)).
     pub fn print_build_note(&self, ctx: &RankContext) {
-        if ctx.is_root() {
-            for line in self.build_notes() {
-                eprintln!("{line}");
-            }
-        }
+        command::print_on_root(ctx, self.build_notes());
     }
 
     /// What [`print_build_note`](Self::print_build_note) prints:
@@ -286,21 +282,13 @@ impl Built {
     /// <libnvshmem_device.a>)`, then `note: module built in 6.99 s (route
     /// nvshmem, sm_90)`, or `... reused from the cache in ...`.
     pub fn build_notes(&self) -> [String; 2] {
-        let how = if self.build.compiled {
-            "built"
-        } else {
-            "reused from the cache"
-        };
         [
             format!(
                 "note: build route: nvshmem ({} with {})",
                 self.tools,
                 self.nvshmem.device_library.display()
             ),
-            format!(
-                "note: module {how} in {:.2} s (route nvshmem, {})",
-                self.build.seconds, self.arch
-            ),
+            command::module_note(&self.build, "nvshmem", &self.arch),
         ]
     }
 
@@ -308,11 +296,7 @@ impl Built {
     /// build made (`note: ran: ...`), or the cached cubin it used (`note:
     /// cached: ...`).
     pub fn print_commands(&self, ctx: &RankContext) {
-        if ctx.is_root() {
-            for line in self.command_notes() {
-                eprintln!("{line}");
-            }
-        }
+        command::print_on_root(ctx, self.command_notes());
     }
 
     /// What [`print_commands`](Self::print_commands) prints.

@@ -71,9 +71,7 @@ impl Built {
     /// On rank 0 only, on stderr: what this build made, how, and how long
     /// it took ([`build_note`](Self::build_note)).
     pub fn print_build_note(&self, ctx: &RankContext, jit_output: &str) {
-        if ctx.is_root() {
-            eprintln!("{}", self.build_note(jit_output));
-        }
+        command::print_on_root(ctx, [self.build_note(jit_output)]);
     }
 
     /// What [`print_build_note`](Self::print_build_note) prints:
@@ -101,12 +99,7 @@ impl Built {
     /// (`note: ran: ...`), or, when the cache held the build, the cached
     /// files the program uses (`note: cached: ...`).
     pub fn print_commands(&self, ctx: &RankContext) {
-        if !ctx.is_root() {
-            return;
-        }
-        for line in self.command_notes() {
-            eprintln!("{line}");
-        }
+        command::print_on_root(ctx, self.command_notes());
     }
 
     /// What [`print_commands`](Self::print_commands) prints.

@@ -481,11 +481,7 @@ impl Built {
     /// bitcode, then what the build did and how long it took
     /// ([`build_notes`](Self::build_notes)).
     pub fn print_build_note(&self, ctx: &RankContext) {
-        if ctx.is_root() {
-            for line in self.build_notes() {
-                eprintln!("{line}");
-            }
-        }
+        command::print_on_root(ctx, self.build_notes());
     }
 
     /// What [`print_build_note`](Self::print_build_note) prints: `note:
@@ -493,11 +489,6 @@ impl Built {
     /// <libnccl_device.bc>)`, then `note: module built in 41.20 s (route
     /// triton, sm_90)`, or `... reused from the cache in ...`.
     pub fn build_notes(&self) -> [String; 2] {
-        let how = if self.build.compiled {
-            "built"
-        } else {
-            "reused from the cache"
-        };
         [
             format!(
                 "note: build route: triton (Triton {} from {}, with {})",
@@ -505,10 +496,7 @@ impl Built {
                 self.python.path.display(),
                 self.nccl_bitcode.display()
             ),
-            format!(
-                "note: module {how} in {:.2} s (route triton, {})",
-                self.build.seconds, self.arch
-            ),
+            command::module_note(&self.build, "triton", &self.arch),
         ]
     }
 
@@ -517,11 +505,7 @@ impl Built {
     /// itself, so there is no other), or the cached files it used (`note:
     /// cached: ...`).
     pub fn print_commands(&self, ctx: &RankContext) {
-        if ctx.is_root() {
-            for line in self.command_notes() {
-                eprintln!("{line}");
-            }
-        }
+        command::print_on_root(ctx, self.command_notes());
     }
 
     /// What [`print_commands`](Self::print_commands) prints.
