@@ -1,20 +1,14 @@
 // The lesson's user kernels: the tail of a tensor-parallel transformer layer,
-// the way inference engines fuse it (TensorRT-LLM's allReduceFusion,
-// FlashInfer, NCCL's 07_kernel_fusion/01_rmsnorm_lsa).
+// fused as inference engines do (TensorRT-LLM's allReduceFusion, FlashInfer,
+// NCCL's 07_kernel_fusion/01_rmsnorm_lsa). Compiled after symm_comm.cuh in one
+// translation unit (src/lib.rs); block size SYMM_THREADS, a power of two, -D.
 //
-// Compiled after symm_comm.cuh, in the same translation unit (the host puts
-// the two together: src/lib.rs). Block size SYMM_THREADS, a power of two,
-// from the host's -D.
-//
-// The layer: every rank holds a slice of the input features (x_r, tokens x
-// k, in float32) and the matching rows of a weight (w_r, k x hidden). Its
-// partial output x_r w_r is one term of the layer's output; the all-reduce
-// adds the terms, then the residual is added and an RMSNorm runs on the sum:
+// Rank r holds a slice of the input features, x_r (tokens x k, float32), and
+// the matching rows of the weight, w_r (k x hidden); x_r w_r is its term:
 //   sum      = sum over ranks of x_r w_r      (all-reduce)
 //   h        = sum + residual                 (the new residual)
 //   out[t,i] = h[t,i] / sqrt(mean_i h[t,i]^2 + eps) * gamma[i]
-// `partial`, `residual` and `out` hold `dtype` elements (float32 or
-// bfloat16); every sum is taken in float32.
+// `partial`, `residual`, `out`: `dtype` (float32 or bfloat16); sums in float32.
 
 // One value of dtype, read or written as float.
 __device__ __forceinline__ float tp_load(const void* p, size_t i, int dtype) {
@@ -29,41 +23,29 @@ __device__ __forceinline__ void tp_store(void* p, size_t i, int dtype, float v) 
   }
 }
 
-// These kernels run one block of SYMM_THREADS threads per multiprocessor
-// (the fused kernel must: its launch is cooperative, symm_comm.cuh's calling
-// convention; the unfused ones use the same grid), so a multiprocessor has
-// only SYMM_THREADS / 32 warps to hide memory latency with. Both phases
-// below therefore give each thread several independent loads at once,
-// instead of one element and one load at a time (PERF_NOTES.md measures
-// what that bought):
-//   TP_TILE_TOKENS   tokens a block's compute tile spans: each weight a
-//                    thread loads serves that many output elements;
-//   TP_TILE_COLUMNS  columns of the tile a thread owns: each activation it
-//                    loads serves that many;
-//   TP_ROW_ITEMS     elements of a row a thread loads in the epilogue
-//                    before it uses the first;
-//   TP_K_CHUNK       input features (j) of the tile's activations staged in
-//                    shared memory at a time;
-//   TP_K_STEP        input features whose weights a thread loads before
-//                    the first fma of them.
+// One block of SYMM_THREADS per multiprocessor (the fused launch is
+// cooperative; the unfused ones use the same grid) leaves SYMM_THREADS / 32
+// warps to hide latency with, so each thread keeps several independent loads
+// in flight (PERF_NOTES.md measures what that bought):
+//   TP_TILE_TOKENS   tokens per compute tile: each weight loaded serves as many
+//   TP_TILE_COLUMNS  tile columns per thread: each activation serves as many
+//   TP_ROW_ITEMS     row elements an epilogue thread loads before using one
+//   TP_K_CHUNK       input features (j) of activations staged in shared memory
+//   TP_K_STEP        j whose weights a thread loads before their first fma
 #define TP_TILE_TOKENS 8
 #define TP_TILE_COLUMNS 4
 #define TP_ROW_ITEMS 8
 #define TP_K_STEP 8
 #define TP_K_CHUNK 64
 
-// Phase "compute": partial[t, i] = sum_j x[t, j] w[j, i]. A block takes a
-// tile of TP_TILE_TOKENS tokens by TP_TILE_COLUMNS x blockDim.x columns at a
-// time. A thread owns TP_TILE_COLUMNS of the columns, blockDim.x apart so
-// that a warp's loads and stores stay coalesced, and keeps their sums for
-// the tile's tokens in registers. The tile's activations come first, up to
-// TP_K_CHUNK input features at a time, into shared memory: one round trip
-// for the whole block, each value then read by every thread (a broadcast).
-// Then, TP_K_STEP values of j at a time, a thread loads its weights for all
-// of them before the first fma: one round trip per step, not per j. The
-// fmas run for every j of a step, with weight and activation 0 past the
-// chunk's end, so that the compiler keeps the loads together (with a
-// branch per j it moved each j's loads down to their use, call 117).
+// Phase "compute": partial[t, i] = sum_j x[t, j] w[j, i], by tiles of
+// TP_TILE_TOKENS tokens x TP_TILE_COLUMNS * blockDim.x columns. A thread owns
+// TP_TILE_COLUMNS columns blockDim.x apart (coalesced) and keeps their sums in
+// registers. The tile's activations go to shared memory TP_K_CHUNK j at a time
+// (one round trip per block, then broadcast reads); then per TP_K_STEP j a
+// thread loads all its weights before the first fma. Every j of a step runs
+// its fmas (0s past the chunk's end): with a branch per j the compiler moved
+// each j's loads down to their use (call 117).
 __device__ __forceinline__ void tp_partial(const float* x, const float* w, void* partial,
                                            int tokens, int hidden, int k, int dtype) {
   __shared__ float xs[TP_K_CHUNK][TP_TILE_TOKENS];
@@ -77,9 +59,8 @@ __device__ __forceinline__ void tp_partial(const float* x, const float* w, void*
     for (int c0 = 0; c0 < k; c0 += TP_K_CHUNK) {
       const int chunk = min(TP_K_CHUNK, k - c0);
       __syncthreads();  // every thread is done with the previous chunk
-      // Rows of the last tile past `tokens` take the last token's
-      // activations, so that every load stays in bounds; their sums are
-      // not stored.
+      // Rows past `tokens` load the last token's activations (in bounds);
+      // their sums are not stored.
       for (int e = threadIdx.x; e < chunk * TP_TILE_TOKENS; e += blockDim.x) {
         const int u = e / chunk, j = e % chunk;  // neighbours load neighbouring j
         xs[j][u] = x[(size_t)min(t0 + u, tokens - 1) * k + c0 + j];
@@ -141,10 +122,9 @@ __device__ __forceinline__ float tp_block_sum(float v, float* scratch) {
 }
 
 // Phase "epilogue": one token (row) per block at a time. h = sum + residual
-// is written back as the new residual; the row's mean square gives the
-// RMSNorm's scale. A thread takes the row's elements TP_ROW_ITEMS at a time
-// (i, i + blockDim.x, ...: coalesced across the warp), loading all of them
-// before it uses the first, so that their loads are in flight together.
+// becomes the new residual; the row's mean square gives the RMSNorm's scale.
+// A thread loads TP_ROW_ITEMS of the row's elements (i, i + blockDim.x, ...:
+// coalesced) before it uses the first, so that their loads fly together.
 __device__ __forceinline__ void tp_epilogue(const void* sum, void* residual, const float* gamma,
                                             void* out, int tokens, int hidden, float eps,
                                             int dtype) {
@@ -164,8 +144,7 @@ __device__ __forceinline__ void tp_epilogue(const void* sum, void* residual, con
       for (int u = 0; u < TP_ROW_ITEMS; u++) {
         const int i = first + u * blockDim.x;
         if (i >= hidden) continue;
-        // The norm is taken over h as stored, so that it matches the
-        // residual the next layer reads (bfloat16 rounds here).
+        // The norm of h as stored: the residual the next layer reads (bf16 rounds).
         const float stored = tp_round(h[u], dtype);
         tp_store(residual, row + i, dtype, stored);
         squares = fmaf(stored, stored, squares);
@@ -189,10 +168,9 @@ __device__ __forceinline__ void tp_epilogue(const void* sum, void* residual, con
   }
 }
 
-// The fused kernel: compute, all-reduce, residual + RMSNorm, one launch.
-// `partial` is this rank's address of the context's buffer at byte_offset
-// 0 .. (the all-reduce is in place there). *status gets symm_all_reduce's
-// return code; on an error nothing after the call runs.
+// The fused kernel: compute, all-reduce (in place at buffer + byte_offset),
+// residual + RMSNorm, one launch. *status gets symm_all_reduce's return code;
+// on an error nothing after the call runs.
 extern "C" __global__ void __launch_bounds__(SYMM_THREADS, 1)
 tp_tail_fused(void* ctx, void* buffer, size_t byte_offset, const float* x, const float* w,
               void* residual, const float* gamma, void* out, int tokens, int hidden, int k,
@@ -200,9 +178,8 @@ tp_tail_fused(void* ctx, void* buffer, size_t byte_offset, const float* x, const
   void* partial = (char*)buffer + byte_offset;
   // Compute: this rank's term of the layer's output, into the symmetric buffer.
   tp_partial(x, w, partial, tokens, hidden, k, dtype);
-  // All-reduce, in place. Every thread of every block calls it (see the
-  // calling convention in symm_comm.cuh); when it returns 0 the whole sum is
-  // visible to every thread here.
+  // All-reduce, in place: every thread of every block calls it (symm_comm.cuh's
+  // calling convention); on 0 the whole sum is visible to every thread here.
   const int rc = symm_all_reduce(ctx, buffer, byte_offset, (size_t)tokens * hidden,
                                  SYMM_REDUCE_SUM, dtype);
   if (blockIdx.x == 0 && threadIdx.x == 0) *status = rc;
@@ -223,8 +200,7 @@ tp_residual_rmsnorm(const void* sum, void* residual, const float* gamma, void* o
   tp_epilogue(sum, residual, gamma, out, tokens, hidden, eps, dtype);
 }
 
-// symm_all_reduce alone (the benchmark's AllReduce, and the bad-input
-// tests: every argument is the caller's, so any return code can be provoked).
+// symm_all_reduce alone (the benchmark; bad-input tests: any argument, any code).
 extern "C" __global__ void __launch_bounds__(SYMM_THREADS, 1)
 symm_all_reduce_kernel(void* ctx, void* local_ptr, size_t byte_offset, size_t num_elements,
                        int reduce_op, int dtype, int* status) {

@@ -1,80 +1,39 @@
 // symm_comm.cuh: a device-side AllReduce that a user's kernel calls, over
 // symmetric memory held by NCCL (windows and a device communicator) or by
-// NVSHMEM (the symmetric heap). The contexts and the entry point mirror
-// PyTorch's torch/csrc/_extern_triton (symm_comm.cuh, torch_symm.cu), so a
-// reader can map one onto the other; the implementation is this lesson's.
+// NVSHMEM (the symmetric heap), shaped like PyTorch's torch/csrc/_extern_triton
+// (symm_comm.cuh, torch_symm.cu); the implementation is this lesson's. The
+// longer why of what follows: README.md, "How the call works".
 //
-// Which backends this translation unit holds is decided when it is compiled:
-//   SYMM_WITH_NCCL     the NCCL backend. On the C++ device API of
-//                      nccl_device.h (nvcc, NCCL 2.28+), or, when the jit
-//                      route defines __NCCL_DEVICE_LTOIR_LIB__, on the C API of
-//                      nccl_device_wrapper.h (NVRTC + nvJitLink with NCCL
-//                      2.32.3's libnccl_device.ltoir). clang's bitcode build
-//                      for Triton (triton/build-bitcode) defines
-//                      __clang_llvm_bitcode_lib__ and takes the same C API,
-//                      which 2.32.3's libnccl_device.bc defines.
-//   SYMM_WITH_NVSHMEM  the NVSHMEM backend (nvshmem_ptr loads and stores and
-//                      nvshmemx_barrier_all_block), linked with
-//                      libnvshmem_device.a.
-// The dispatch is at run time, on SymmContext::type. A context whose backend
-// was not compiled in gets SYMM_ERR_UNKNOWN_BACKEND, like an unknown type.
-// The lesson builds one module per backend because a process initialises one
-// of them (NVSHMEM needs one process per GPU, NCCL runs in threads too).
-//
+// Backends compiled in (dispatch at run time on SymmContext::type; one not
+// compiled in gets SYMM_ERR_UNKNOWN_BACKEND, like an unknown type):
+//   SYMM_WITH_NCCL     nccl_device.h's C++ API (nvcc, NCCL 2.28+), or the C API
+//                      of nccl_device_wrapper.h (SYMM_NCCL_C_API below).
+//   SYMM_WITH_NVSHMEM  nvshmem_ptr loads and stores, nvshmemx_barrier_all_block;
+//                      linked with libnvshmem_device.a.
 // ---------------------------------------------------------------------------
 // Calling convention
 // ---------------------------------------------------------------------------
-// * Who calls: EVERY thread of EVERY block of the grid, with the same
-//   arguments, the same number of times, in the same order on every rank.
-//   The call contains grid-wide and cross-rank barriers: a thread that skips
-//   it (an early `return` in a bounds check) hangs the kernel.
-// * The grid: any 1-D grid of 1-D blocks whose blocks are all resident at
-//   once (a 2-D or 3-D grid or block gets SYMM_ERR_GRID_SHAPE: the barriers
-//   count gridDim.x blocks and the work is split over threadIdx.x; at most
-//   one block per multiprocessor of 1024 threads or fewer is always safe;
-//   cuLaunchCooperativeKernel checks it for you). The blocks wait for each
-//   other inside the call. Every rank must launch the same grid size.
-//   Only block 0 talks to the other ranks' barrier, so the context needs one
-//   cross-rank barrier (NCCL: lsaBarrierCount >= 1, barrier index 0), not
-//   one per block. Two kernels that use one context must not run at once.
-// * How the blocks share the work: the elements are split into 16-byte
-//   vectors; rank r owns the r-th 1/world_size of them, and within a rank
-//   the vectors are spread over all threads of all blocks (grid-stride).
-//   The owner loads its vectors from every rank, sums them in float32 in
-//   rank order 0, 1, ..., n-1, and stores the sum into every rank's buffer
-//   (reduce-scatter by loads, all-gather by stores: two-shot). Every rank
-//   therefore holds bitwise the same result. An unaligned head and tail go
-//   element by element.
-// * In place: the data at local_ptr + byte_offset is replaced by the sum
-//   over ranks of the same bytes of every rank's buffer.
-// * One address per byte: this rank's own bytes are read and written through
-//   the caller's address (local_ptr + byte_offset), the peers' through the
-//   backend's mapping of them. The window also maps this rank's own memory at
-//   a second address, and the CUDA Programming Guide ("Virtual Aliasing
-//   Support") asks for a fence.proxy.alias between accesses to one byte
-//   through two addresses; the caller's kernel uses its address around the
-//   call, so the call uses the same one (as NCCL's fusion example does with
-//   ncclGetLocalPointer).
-// * Memory ordering: writes the calling kernel made to its buffer before
-//   the call (by any thread of any block) are visible to every rank's loads
-//   inside the call (a grid barrier, then block 0's release-acquire barrier
-//   between the ranks inside it, or the one-shot's flags). When the call
-//   returns 0, the whole result
-//   is visible to every thread of the calling kernel (the same after the
-//   stores), so a fused consumer may
-//   read any element right after the call, without a fence of its own.
-//   On a non-zero return nothing was read or written and no barrier ran.
-// * Cost, by what the call can use:
-//   - one rank: one grid barrier and nothing else (the sum is the input);
-//   - NCCL, a staging window in the context (signal_window) and at most
-//     SYMM_ONE_SHOT_MAX_BYTES: a one-shot over LL lines, two grid barriers
-//     with no round with the peers in them (see "The one-shot" below);
-//   - otherwise the two-shot: two grid barriers, each with a cross-rank
-//     barrier round inside it. An in-place one-shot without staging (every
-//     rank reads every peer) would also have to wait for every peer to
-//     finish reading before it overwrites its input: the same two rounds,
-//     moving more bytes.
-//
+// * EVERY thread of EVERY block calls it, with the same arguments, the same
+//   number of times, in the same order on every rank: it holds grid-wide and
+//   cross-rank barriers, so a thread that skips it (an early `return`) hangs.
+// * A 1-D grid of 1-D blocks (else SYMM_ERR_GRID_SHAPE), all blocks resident
+//   at once (cuLaunchCooperativeKernel checks; one block of <= 1024 threads
+//   per multiprocessor always fits), the same size on every rank. Only block 0
+//   meets the other ranks (NCCL: lsaBarrierCount >= 1, barrier index 0). Two
+//   kernels that use one context must not run at once.
+// * In place: local_ptr + byte_offset gets the sum over ranks of those bytes,
+//   in float32, in rank order 0..n-1: bitwise the same on every rank. Two-shot:
+//   rank r loads its 1/world_size of the 16-byte vectors (grid-stride) from
+//   every rank and stores the sum into every rank; unaligned head, tail: per element.
+// * One address per byte: this rank's bytes through the caller's address
+//   (local_ptr), the peers' through the backend's mapping (no aliasing: README).
+// * Memory ordering: the caller's writes before the call (any block) reach
+//   every rank's loads in it (grid barrier + block 0's acq_rel round, or the
+//   one-shot's flags); on SYMM_OK the whole result is visible to every thread
+//   of the calling kernel, no fence needed. On an error: no access, no barrier.
+// * Cost: one rank: one grid barrier. NCCL with signal_window and <=
+//   SYMM_ONE_SHOT_MAX_BYTES: the one-shot (below): two grid barriers, no peer
+//   round. Otherwise the two-shot: two grid barriers, each around a peer round.
 // ---------------------------------------------------------------------------
 // Return codes (all uniform across the grid: every thread gets the same)
 // ---------------------------------------------------------------------------
@@ -83,37 +42,27 @@
 #define SYMM_ERR_UNKNOWN_BACKEND (-2)  // ctx->type is neither backend, or not compiled in
 #define SYMM_ERR_UNSUPPORTED_OP (-3)   // reduce_op is not SYMM_REDUCE_SUM
 #define SYMM_ERR_UNSUPPORTED_DTYPE (-4)  // dtype is not float32 or bfloat16
-#define SYMM_ERR_OUT_OF_BOUNDS (-5)    // local_ptr outside the buffer, or
-                                       // (local_ptr - buffer) + byte_offset +
-                                       // num_elements * element size > buffer_size
-#define SYMM_ERR_MISALIGNED (-6)       // local_ptr or byte_offset not a multiple
-                                       // of the element size
-#define SYMM_ERR_TOPOLOGY (-7)         // more than SYMM_MAX_RANKS ranks, or not
-                                       // every rank reachable by loads/stores
-                                       // (NCCL: LSA team != world; NVSHMEM:
-                                       // nvshmem_ptr returned NULL)
+#define SYMM_ERR_OUT_OF_BOUNDS (-5)    // local_ptr outside the buffer, or (local_ptr -
+                                       // buffer) + byte_offset + num_elements * size > buffer_size
+#define SYMM_ERR_MISALIGNED (-6)       // local_ptr or byte_offset not element-aligned
+#define SYMM_ERR_TOPOLOGY (-7)         // > SYMM_MAX_RANKS ranks, or a rank not reachable by
+                                       // loads/stores (LSA team != world; nvshmem_ptr NULL)
 #define SYMM_ERR_NO_GRID_SYNC (-8)     // ctx has no grid-barrier words (grid_sync)
-#define SYMM_ERR_GRID_SHAPE (-9)       // the calling kernel's grid or block is not
-                                       // 1-D (gridDim.y, .z or blockDim.y, .z > 1)
+#define SYMM_ERR_GRID_SHAPE (-9)       // gridDim.y, .z or blockDim.y, .z > 1
 
 #define SYMM_REDUCE_SUM 0
 #define SYMM_DTYPE_FLOAT32 0
 #define SYMM_DTYPE_BFLOAT16 1
 
-// Ranks the unrolled peer loops cover: one node of 8 GPUs.
-#define SYMM_MAX_RANKS 8
-// The largest region the one-shot takes (NCCL backend with a staging
-// window); larger ones take the two-shot.
-#define SYMM_ONE_SHOT_MAX_BYTES 262144
-// The staging window's size: a 128-byte header, then two halves (the
-// epoch's parity) of SYMM_MAX_RANKS slots, each of 16-byte LL lines that
-// carry 8 bytes of data: 128 + 2 * 8 * 2 * SYMM_ONE_SHOT_MAX_BYTES.
+#define SYMM_MAX_RANKS 8  // ranks the unrolled peer loops cover: one node of 8 GPUs
+#define SYMM_ONE_SHOT_MAX_BYTES 262144  // the one-shot's largest region; larger: two-shot
+// The staging window: a 128-byte header, then two halves (the epoch's parity)
+// of SYMM_MAX_RANKS slots of 16-byte LL lines, each carrying 8 bytes of data.
 #define SYMM_STAGING_BYTES 8388736
-// 16-byte vectors each thread keeps in flight per peer.
-#define SYMM_UNROLL 4
+#define SYMM_UNROLL 4  // 16-byte vectors each thread keeps in flight per peer
 
-// The C API of nccl_device_wrapper.h, whose functions NCCL's device
-// libraries define: the jit route (.ltoir) and the Triton build (.bc).
+// The C API of nccl_device_wrapper.h, which NCCL 2.32.3's device libraries
+// define: the jit route (NVRTC + nvJitLink, .ltoir) and Triton's clang (.bc).
 #if defined(__NCCL_DEVICE_LTOIR_LIB__) || defined(__clang_llvm_bitcode_lib__)
 #define SYMM_NCCL_C_API 1
 #endif
@@ -143,9 +92,8 @@ struct ncclDevComm;
 #endif
 
 // ---------------------------------------------------------------------------
-// Contexts. Plain C layouts (the host, in Rust, writes them byte for byte:
-// src/context.rs, whose tests check every offset). The header comes first
-// in each backend's context, so a SymmContext* may point at either.
+// Contexts: plain C layouts the host writes byte for byte (src/context.rs).
+// The header comes first in each, so a SymmContext* may point at either.
 // ---------------------------------------------------------------------------
 
 // The common header of every context.
@@ -161,17 +109,15 @@ struct NcclSymmContext {
   SymmContext base;            // type = SYMM_BACKEND_NCCL
   ncclWindow_t buffer_window;  // the window registered over local_buffer
                                // (ncclCommWindowRegister, NCCL_WIN_COLL_SYMMETRIC)
-  ncclWindow_t signal_window;  // NULL, or the one-shot's staging: a window
-                               // of SYMM_STAGING_BYTES, zeroed, registered
-                               // by every rank, used by this context alone
+  ncclWindow_t signal_window;  // NULL, or the one-shot's staging: SYMM_STAGING_BYTES,
+                               // zeroed, registered by every rank, this context's alone
   ncclDevComm* dev_comm;       // device memory holding the ncclDevComm that
                                // ncclDevCommCreate filled (lsaBarrierCount >= 1)
   void* local_buffer;          // this rank's address of the window's first byte
   unsigned long long buffer_size;  // bytes of the window
   int device_idx;              // the CUDA device this context belongs to
   int reserved;                // zero
-  unsigned int* grid_sync;     // two zeroed words of device memory for the
-                               // grid barrier, private to this context
+  unsigned int* grid_sync;     // two zeroed words for the grid barrier, this context's
 };
 
 struct NvshmemSymmContext {
@@ -180,17 +126,14 @@ struct NvshmemSymmContext {
   unsigned long long buffer_size;  // bytes from local_buffer + offset on
   int device_idx;          // the CUDA device this context belongs to
   int reserved;            // zero
-  unsigned long long offset;  // where this context's bytes start, in bytes
-                              // from local_buffer
+  unsigned long long offset;  // this context's first byte, from local_buffer
   unsigned int* grid_sync;    // as in NcclSymmContext
 };
 
-// The host writes these layouts from Rust (src/context.rs checks the same numbers).
+// src/context.rs's tests check the same numbers.
 static_assert(sizeof(SymmContext) == 12, "SymmContext layout");
-// Field offsets, as the Rust side lays the contexts out (context.rs tests
-// the same numbers). NVRTC 13.0 rejects __builtin_offsetof in a constant
-// expression ("type name is not allowed", on the GPU machine, call 17), so
-// only nvcc checks them here; the sizes are checked by every compiler.
+// NVRTC 13.0 rejects __builtin_offsetof in a constant expression (call 17):
+// only nvcc checks the offsets; every compiler checks the sizes.
 #if !defined(__CUDACC_RTC__)
 static_assert(__builtin_offsetof(NcclSymmContext, buffer_window) == 16, "NcclSymmContext layout");
 static_assert(__builtin_offsetof(NcclSymmContext, dev_comm) == 32, "NcclSymmContext layout");
@@ -209,8 +152,7 @@ static_assert(SYMM_STAGING_BYTES == 128 + 2 * SYMM_MAX_RANKS * 2 * SYMM_ONE_SHOT
 // ---------------------------------------------------------------------------
 
 #if defined(__clang_llvm_bitcode_lib__)
-// clang's CUDA headers have the cache-global loads (__ldcg) but not the
-// stores; these are the three the library uses, as CUDA's headers write them.
+// clang's CUDA headers lack the __stcg stores: the library's three, as CUDA's.
 __device__ __forceinline__ void __stcg(float* p, float v) {
   asm volatile("st.global.cg.f32 [%0], %1;" ::"l"(p), "f"(v) : "memory");
 }
@@ -250,18 +192,13 @@ __device__ __forceinline__ void symm_st_release(unsigned int* p, unsigned int v)
   asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
 }
 
-// A barrier across every block of this grid, on this GPU, with the barrier
-// between the ranks inside it: every block arrives; block 0 waits for all of
-// them, runs `cross` with all its threads, then releases the others.
-// words[0] counts arrivals: block 0 adds 2^31 - (gridDim.x - 1) and every
-// other block 1, so its top bit flips exactly when the last block arrives
-// and it never needs a reset (cooperative groups' grid sync does the same).
-// words[1] is the top bit block 0 last released. Each block makes one atomic
-// and waits once: the chain of dependent memory operations, not the number
-// of blocks, is what a grid barrier costs (PERF_NOTES.md, call 102).
-// Every block's writes before the barrier happen before block 0's `cross`,
-// and what block 0 acquired in `cross` happens before every block's reads
-// after the barrier.
+// A barrier across every block of this grid with the cross-rank barrier
+// inside: all blocks arrive; block 0 waits for all, runs `cross` with all its
+// threads, releases the others. words[0] counts arrivals (block 0 adds 2^31 -
+// (gridDim.x - 1), the others 1): its top bit flips as the last block arrives,
+// no reset needed (as cooperative groups do); words[1]: the top bit last
+// released. One atomic, one wait per block (PERF_NOTES.md, call 102). Writes
+// before it happen before `cross`; what `cross` acquired, before reads after it.
 template <typename Cross>
 __device__ __forceinline__ void symm_grid_barrier(unsigned int* words, Cross cross) {
   __syncthreads();
@@ -337,10 +274,9 @@ __device__ __forceinline__ char* symm_nccl_peer(ncclWindow_t w, ncclTeam, int pe
 #endif
 
 // ---------------------------------------------------------------------------
-// The two-shot AllReduce body, shared by both backends. `peers[p]` is this
-// thread's address of the first element on rank p (all ranks' buffers have
-// the same alignment: windows and the symmetric heap are mapped at the same
-// offsets).
+// The two-shot AllReduce body, both backends'. `peers[p]`: this thread's
+// address of the first element on rank p (all ranks' buffers are aligned
+// alike: windows and the symmetric heap map at the same offsets).
 // ---------------------------------------------------------------------------
 
 template <int DTYPE>
@@ -387,8 +323,7 @@ struct SymmElem<SYMM_DTYPE_BFLOAT16> {
   }
 };
 
-// Elements [lo, hi), one at a time, interleaved over the ranks and every
-// thread of the grid: the unaligned head and tail.
+// Elements [lo, hi) one at a time, over the ranks and all threads: head, tail.
 template <int DTYPE>
 __device__ __forceinline__ void symm_scalar_range(char* const (&peers)[SYMM_MAX_RANKS], int rank,
                                                   int nRanks, size_t lo, size_t hi) {
@@ -423,9 +358,8 @@ __device__ __forceinline__ void symm_two_shot(char* const (&peers)[SYMM_MAX_RANK
   const size_t tail = head + vectors * PER_VEC;
   symm_scalar_range<DTYPE>(peers, rank, nRanks, 0, head);
 
-  // Rank `rank` owns vectors [mine, mineEnd); each thread takes SYMM_UNROLL
-  // vectors a grid apart per iteration, so every warp's accesses stay
-  // contiguous (lesson 05's fast two-shot, kernels/allreduce_lsa_fast.cu).
+  // Rank `rank` owns vectors [mine, mineEnd); a thread takes SYMM_UNROLL a grid
+  // apart, so warps stay contiguous (lesson 05's kernels/allreduce_lsa_fast.cu).
   const size_t mine = vectors * rank / nRanks, mineEnd = vectors * (rank + 1) / nRanks;
   const size_t grid = (size_t)gridDim.x * blockDim.x;
   uint4* vec[SYMM_MAX_RANKS];
@@ -433,8 +367,7 @@ __device__ __forceinline__ void symm_two_shot(char* const (&peers)[SYMM_MAX_RANK
   for (int p = 0; p < SYMM_MAX_RANKS; p++) vec[p] = (uint4*)(peers[p] + head * sizeof(T));
   for (size_t v = mine + (size_t)blockIdx.x * blockDim.x + threadIdx.x; v < mineEnd;
        v += grid * SYMM_UNROLL) {
-    // Reduce-scatter by loads: SYMM_UNROLL independent 16-byte loads per
-    // peer in flight, summed in float32 in rank order.
+    // Reduce-scatter by loads: SYMM_UNROLL 16-byte loads per peer in flight.
     float acc[SYMM_UNROLL][PER_VEC];
 #pragma unroll
     for (int u = 0; u < SYMM_UNROLL; u++) {
@@ -479,30 +412,18 @@ __device__ __forceinline__ void symm_reduce(int dtype, char* const (&peers)[SYMM
 }
 
 // ---------------------------------------------------------------------------
-// The one-shot over LL lines (NCCL backend with a staging window), for
-// regions of at most SYMM_ONE_SHOT_MAX_BYTES. `staging[p]` is this thread's
-// address of rank p's staging window; `mine` is this rank's region.
-//
-// The region is cut into 8-byte lines. Every rank stores each of its lines,
-// with a flag beside each 4 bytes ({data, flag, data, flag}, one 16-byte
-// store, as NCCL's LL protocol does), into its own slot of every peer's
-// staging; then, for each of its lines, it waits until the flags in every
-// peer's slot say "this call", sums in rank order (the same order on every
-// rank: bitwise the same result) and stores the sum in place. The flag is
-// the call's epoch, which block 0 advances in the first grid barrier (kept
-// in the staging's header, read and written by this rank only); it is
-// never 0, which the zeroed window holds. The flag and its 4 bytes of data
-// are one 8-byte access, which arrives whole, so a line whose two flags are
-// this call's holds this call's data.
-//
-// No round with the peers is needed before the stores: the slots alternate
-// by the epoch's parity, and a peer still reading slot half h (call e) can
-// not be overwritten with call e + 2's lines: this rank reaches call e + 2
-// only after receiving the peer's lines of call e + 1, which the peer sends
-// only after its call e is complete. Nor after them: no peer reads this
-// rank's region, so the sum can overwrite the input at once. The second
-// grid barrier only makes every block's sums visible to the whole calling
-// kernel.
+// The one-shot over LL lines (NCCL, staging window, <= SYMM_ONE_SHOT_MAX_BYTES).
+// `staging[p]`: this thread's address of rank p's staging; `mine`: the region.
+// Each 8-byte line goes with a flag beside each 4 bytes ({data, flag, data,
+// flag}: one 16-byte store, NCCL's LL protocol) into this rank's slot of every
+// peer's staging; then per line: wait until every peer's flags are this call's
+// (flag + data: one 8-byte access, arriving whole), sum in rank order, store in
+// place. The flag is the epoch, advanced by block 0 in the first grid barrier
+// (kept in the staging's header, this rank's alone), never 0 (the zeroed window).
+// No round with the peers before the stores (halves alternate by the epoch's
+// parity; call e + 2 needs a peer's call e + 1 lines, sent after it finished
+// call e) nor after (no peer reads this rank's region). The second grid barrier
+// only publishes the sums to the calling kernel. README.md has the long form.
 // ---------------------------------------------------------------------------
 
 __device__ __forceinline__ void symm_st_volatile_line(uint4* p, uint4 v) {
@@ -519,8 +440,7 @@ __device__ __forceinline__ uint4 symm_ld_volatile_line(const uint4* p) {
   return v;
 }
 
-// Line `line` of a region of `count` elements: its 8 bytes as two words
-// (elements past the end read as 0).
+// Line `line` of a `count`-element region as two words (0 past the end).
 __device__ __forceinline__ uint2 symm_line_load(const float* region, size_t count, size_t line) {
   const unsigned int* words = (const unsigned int*)region;
   const size_t i = line * 2;
@@ -537,8 +457,7 @@ __device__ __forceinline__ uint2 symm_line_load(const unsigned short* region, si
   return make_uint2(h[0] | h[1] << 16, h[2] | h[3] << 16);
 }
 
-// The epoch after `e`: never 0 (the zeroed window's flags), and always of
-// the other parity, so that the halves alternate through the wrap.
+// After `e`: never 0 (the zeroed flags), always the other parity (at the wrap too).
 __device__ __forceinline__ unsigned int symm_next_epoch(unsigned int e) {
   return e == 0xffffffffu ? 2u : e + 1u;
 }
@@ -598,9 +517,8 @@ __device__ __forceinline__ void symm_one_shot(char* const (&staging)[SYMM_MAX_RA
   }
 }
 
-// Checks shared by both backends: the region [local_ptr + byte_offset,
-// + num_elements * size) inside [base, base + size). Sets *offset to the
-// region's first byte, counted from base.
+// Both backends' checks: [local_ptr + byte_offset, + num_elements * element)
+// inside [base, base + size). Sets *offset to its first byte, from base.
 __device__ __forceinline__ int symm_check_range(const char* base, unsigned long long size,
                                                 const char* local_ptr, size_t byte_offset,
                                                 size_t num_elements, size_t element,
@@ -639,10 +557,8 @@ __device__ __forceinline__ int symm_nccl_all_reduce(const NcclSymmContext* ctx, 
   const ncclTeam lsa = symm_lsa_team(comm);
 
   if (ctx->signal_window != nullptr && num_elements * element <= SYMM_ONE_SHOT_MAX_BYTES) {
-    // The one-shot: every rank's staging, and this call's epoch, advanced
-    // by block 0 inside a grid barrier with no round with the peers (this
-    // rank's writes before the call, by any block, happen before any block
-    // reads its lines).
+    // The one-shot: block 0 advances the epoch in a grid barrier with no peer
+    // round (every block's writes before the call precede any line's read).
     char* staging[SYMM_MAX_RANKS];
 #pragma unroll
     for (int p = 0; p < SYMM_MAX_RANKS; p++) {
@@ -667,9 +583,8 @@ __device__ __forceinline__ int symm_nccl_all_reduce(const NcclSymmContext* ctx, 
     return SYMM_OK;
   }
 
-  // Every rank's address of the region, looked up once per call: the
-  // caller's own address for this rank (one address per byte, see the
-  // calling convention), the window's mapping for the peers.
+  // Every rank's address of the region, once per call: the caller's for this
+  // rank (one address per byte), the window's mapping for the peers.
   char* peers[SYMM_MAX_RANKS];
 #pragma unroll
   for (int p = 0; p < SYMM_MAX_RANKS; p++) {
@@ -677,10 +592,9 @@ __device__ __forceinline__ int symm_nccl_all_reduce(const NcclSymmContext* ctx, 
                          : symm_nccl_peer(ctx->buffer_window, lsa, p < nRanks ? p : 0) + offset;
   }
 
-  // Phase 1: inputs ready. A grid barrier (this rank's writes before the
-  // call, by any block, happen before block 0 goes on) with block 0's LSA
-  // barrier inside it, acq_rel (released to the peers, their inputs
-  // acquired), so that every block sees what block 0 acquired.
+  // Phase 1: inputs ready. A grid barrier (every block's writes before the call
+  // precede block 0 going on) around block 0's acq_rel LSA barrier (released to
+  // the peers, their inputs acquired), so every block sees what block 0 acquired.
   SymmNcclBarrier bar;
   symm_grid_barrier(ctx->grid_sync, [&] {
     bar.open(comm, lsa);
@@ -690,10 +604,9 @@ __device__ __forceinline__ int symm_nccl_all_reduce(const NcclSymmContext* ctx, 
   // Phase 2: reduce-scatter by loads, all-gather by stores.
   symm_reduce(dtype, peers, rank, nRanks, num_elements);
 
-  // Phase 3: outputs complete. A grid barrier (every block's stores into
-  // the peers before block 0 goes on) with block 0's LSA barrier inside it,
-  // acq_rel (the peers' stores into our buffer acquired), visible to every
-  // block of the calling kernel after it.
+  // Phase 3: outputs complete. A grid barrier (every block's stores into the
+  // peers precede block 0 going on) around block 0's acq_rel LSA barrier (the
+  // peers' stores into our buffer acquired), visible to every block after it.
   symm_grid_barrier(ctx->grid_sync, [&] {
     bar.sync();
     bar.close();
@@ -722,10 +635,9 @@ __device__ __forceinline__ int symm_nvshmem_all_reduce(const NvshmemSymmContext*
     return SYMM_OK;
   }
 
-  // nvshmem_ptr: the peer's copy of a symmetric address, mapped into this
-  // GPU (NVLink/P2P), or NULL when loads and stores cannot reach it. (The
-  // host checked every PE and all ranks agreed before any launch; this is
-  // the device's own guard.) This rank's bytes: the caller's address.
+  // nvshmem_ptr: a peer's copy of a symmetric address mapped into this GPU, or
+  // NULL if loads/stores cannot reach it (the host checked every PE before any
+  // launch; this is the device's own guard). This rank: the caller's address.
   char* peers[SYMM_MAX_RANKS];
   bool reachable = true;
 #pragma unroll
@@ -736,9 +648,8 @@ __device__ __forceinline__ int symm_nvshmem_all_reduce(const NvshmemSymmContext*
   }
   if (!reachable) return SYMM_ERR_TOPOLOGY;
 
-  // The same three phases as the NCCL backend; the cross-rank barrier is
-  // NVSHMEM's, which also completes and orders this PE's stores
-  // (nvshmem_quiet, fences at system scope).
+  // The NCCL backend's three phases; NVSHMEM's cross-rank barrier also
+  // completes and orders this PE's stores (nvshmem_quiet, system-scope fences).
   auto cross = [] {
     __threadfence_system();
     nvshmemx_barrier_all_block();
@@ -755,12 +666,10 @@ __device__ __forceinline__ int symm_nvshmem_all_reduce(const NvshmemSymmContext*
 // The entry point.
 // ---------------------------------------------------------------------------
 
-// All-reduces (sum) num_elements elements of type `dtype` at
-// local_ptr + byte_offset, in place, across the context's ranks. local_ptr
-// is this rank's address inside the context's buffer (its first byte, as
-// PyTorch passes it, or any element-aligned address in it). Returns SYMM_OK
-// or one of the SYMM_ERR_* codes above. See the calling convention at the
-// top of this file: every thread of every block calls it.
+// All-reduces (sum) num_elements `dtype` elements at local_ptr + byte_offset,
+// in place, across the context's ranks. local_ptr: this rank's address in the
+// context's buffer (its first byte, as PyTorch passes it, or any element-aligned
+// one). Returns SYMM_OK or a SYMM_ERR_* code. Every thread of every block calls it.
 extern "C" __device__ int symm_all_reduce(void* ctx, void* local_ptr, size_t byte_offset,
                                           size_t num_elements, int reduce_op, int dtype) {
   if (ctx == nullptr) return SYMM_ERR_NULL_CONTEXT;
@@ -800,6 +709,5 @@ extern "C" __device__ int symm_all_reduce(void* ctx, void* local_ptr, size_t byt
 }
 
 // ===========================================================================
-// The user kernels follow this header in the same translation unit: the
-// host compiles header + kernels as one source (src/lib.rs).
+// The user kernels follow, in one translation unit with it (src/lib.rs).
 // ===========================================================================
