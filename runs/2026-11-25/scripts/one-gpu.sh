@@ -55,6 +55,11 @@
 #                119 and 121, and the default sweep's wall time at 1 and 2 ranks
 #   PART=last3   carry .carry/mpi.txz: 06c (NVSHMEM) at 1 and 2 PEs under a
 #                private MPS daemon, float32 and bfloat16
+#   PART=recheck06 carry .carry/final06.txz (lesson 06's programs, threads
+#                and MPI builds, in $G/f06): after the last host-side and
+#                comment-only changes, lesson 06 through nvcc and jit, 06b,
+#                your_cuda_kernel at 2 ranks, 06c at 1 and 2 PEs under MPS,
+#                and a short 06_symm_bench run with a graph contender
 #   PART=release carry .nccl/nccl-$NCCL.tar.xz: lessons 01 to 05 at 2, 3, 4 and 8
 #                ranks on that release (05 through nvcc)
 # Logs go to $OUT/$CALL/ (index.txt: each step's exit code) and come back as
@@ -88,7 +93,7 @@ E32=(env -u LD_LIBRARY_PATH NCCL_HOME=$J NVJITLINK=$NVJ XDG_CACHE_HOME=/tmp/cach
      TRITON_PYTHON=/opt/torch/.venv/bin/python)
 SHARE=(NCCL_MULTI_RANK_GPU_ENABLE=1)
 
-case ${PART:?PART=stage|lessons|stress|stress06|final|programs|timing|change4|probe4|change5|bisect4|last1|last3|suite|mpi|recheck|release} in
+case ${PART:?PART=stage|lessons|stress|stress06|final|programs|timing|change4|probe4|change5|bisect4|last1|last3|recheck06|suite|mpi|recheck|release} in
 stage)
   mkdir -p $J /tmp/jit
   if [ -f .nccl/nccl-2.32.3.tar.xz ]; then
@@ -436,6 +441,26 @@ last3)
     done
   done
   run 06c-stress-np2 120 "${E32[@]}" NVSHMEM_HOME=$NV "${SHARE[@]}" mpirun -np 2 --oversubscribe "${X[@]}" $M/06_symm_bench --backend nvshmem --contenders fused --stress 300 -b 8 -e 1M -f 8
+  run mps-stop 30 sh -c 'echo quit | nvidia-cuda-mps-control'
+  finish
+  ;;
+recheck06)
+  [ -f .carry/final06.txz ] && { mkdir -p $G && tar -xJf .carry/final06.txz -C $G; }
+  T=$G/f06/threads; M=$G/f06/mpi
+  R=("${E32[@]}" NTHREADS=2 "${SHARE[@]}")
+  run 06-nvcc-n2 120 "${R[@]}" $T/06_symm_primitive --build nvcc
+  run 06-jit-bf16-n2 120 "${R[@]}" $T/06_symm_primitive --build jit --dtype bf16
+  run 06b-n2 120 "${R[@]}" $T/06b_symm_triton
+  run your-cuda-kernel-n2 60 "${R[@]}" $T/your_cuda_kernel
+  run 06-bench-n2 60 "${R[@]}" $T/06_symm_bench --build nvcc -b 8 -e 256K -f 8 -n 5 -w 2 --trials 1 --contenders fused,triton,unfused-nccl-graph
+  NV=/opt/torch/.venv/lib/python3.12/site-packages/nvidia/nvshmem
+  X=(-x NCCL_HOME -x NVJITLINK -x XDG_CACHE_HOME -x NCCL_MULTI_RANK_GPU_ENABLE -x NVSHMEM_HOME)
+  export CUDA_MPS_PIPE_DIRECTORY=/tmp/mps-pipe CUDA_MPS_LOG_DIRECTORY=/tmp/mps-log
+  mkdir -p -m 700 $CUDA_MPS_PIPE_DIRECTORY $CUDA_MPS_LOG_DIRECTORY
+  run mps-start 30 nvidia-cuda-mps-control -d
+  for n in 1 2; do
+    run 06c-np$n 120 "${E32[@]}" NVSHMEM_HOME=$NV "${SHARE[@]}" mpirun -np $n --oversubscribe "${X[@]}" $M/06c_symm_nvshmem
+  done
   run mps-stop 30 sh -c 'echo quit | nvidia-cuda-mps-control'
   finish
   ;;
