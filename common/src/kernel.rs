@@ -83,6 +83,12 @@ impl<'a> KernelLaunch<'a> {
         self
     }
 
+    /// The arguments added so far, for a helper that adds several at once
+    /// (a kernel's parameters taken from one struct, say).
+    pub fn args(&mut self) -> &mut KernelArgs<'a> {
+        &mut self.args
+    }
+
     /// `cuLaunchKernel` on the stream, with the stream's context current.
     ///
     /// # Safety

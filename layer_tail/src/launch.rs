@@ -1,77 +1,15 @@
-//! Launching the user kernels of `kernels/tp_tail.cu` with the CUDA driver
-//! API. The kernels that call `symm_all_reduce` are launched cooperatively
-//! (`cuLaunchCooperativeKernel`): the call waits for every block of the grid,
-//! so all blocks must be resident at once, and a cooperative launch makes the
-//! driver check that (it fails with COOPERATIVE_LAUNCH_TOO_LARGE instead of
-//! hanging).
-
-use std::ffi::c_void;
+//! Launching the user kernels of `kernels/tp_tail.cu` through
+//! `common::kernel`'s builder. The kernels that call `symm_all_reduce` are
+//! launched cooperatively (`cuLaunchCooperativeKernel`): the call waits for
+//! every block of the grid, so all blocks must be resident at once, and a
+//! cooperative launch makes the driver check that (it fails with
+//! COOPERATIVE_LAUNCH_TOO_LARGE instead of hanging).
 
 use anyhow::{Context, Result};
-use cudarc::driver::{result as cu, sys as cu_sys, CudaStream};
+use common::kernel::{self, KernelArgs};
+use cudarc::driver::{sys as cu_sys, CudaStream, LaunchConfig};
 
 use symm_comm::codes::Shape;
-
-/// How a kernel is launched.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Launch {
-    /// `cuLaunchKernel`.
-    Plain,
-    /// `cuLaunchCooperativeKernel`: every block resident at once, or an error.
-    Cooperative,
-}
-
-/// `kernel<<<blocks, threads, shared, stream>>>(params)` on a 1-D grid,
-/// `grid` = (blocks, threads); `name` names the kernel in the error.
-///
-/// # Safety
-/// `params` must point to live values of the kernel's parameters, in its
-/// order and with their sizes.
-pub(crate) unsafe fn launch_1d(
-    how: Launch,
-    kernel: cu_sys::CUfunction,
-    (blocks, threads): (u32, u32),
-    shared: u32,
-    stream: &CudaStream,
-    params: &mut [*mut c_void],
-    name: &str,
-) -> Result<()> {
-    launch_shaped(
-        how,
-        kernel,
-        Shape::OneD.dims(blocks, threads),
-        shared,
-        stream,
-        params,
-        name,
-    )
-}
-
-/// [`launch_1d`] with any grid and block: the bad-input cases launch 2-D
-/// ones on purpose.
-///
-/// # Safety
-/// As [`launch_1d`].
-#[allow(clippy::too_many_arguments)]
-unsafe fn launch_shaped(
-    how: Launch,
-    kernel: cu_sys::CUfunction,
-    (grid, block): ((u32, u32, u32), (u32, u32, u32)),
-    shared: u32,
-    stream: &CudaStream,
-    params: &mut [*mut c_void],
-    name: &str,
-) -> Result<()> {
-    let stream = stream.cu_stream();
-    match how {
-        Launch::Plain => cu::launch_kernel(kernel, grid, block, shared, stream, params)
-            .with_context(|| format!("cuLaunchKernel({name})")),
-        Launch::Cooperative => {
-            cu::launch_cooperative_kernel(kernel, grid, block, shared, stream, params)
-                .with_context(|| format!("cuLaunchCooperativeKernel({name})"))
-        }
-    }
-}
 
 /// Device addresses and shape of one layer-tail call.
 #[derive(Debug, Clone, Copy)]
@@ -97,26 +35,23 @@ pub struct LayerArgs {
 }
 
 impl LayerArgs {
-    /// `tp_tail_fused`'s parameters in its order, as the driver takes them:
-    /// pointers into `self`, which must stay in place until the launch
-    /// returns. (Triton's kernel takes the same ones but `dtype`.)
-    pub(crate) fn param_ptrs(&mut self) -> [*mut c_void; 14] {
-        [
-            (&mut self.context as *mut u64).cast(),
-            (&mut self.buffer as *mut u64).cast(),
-            (&mut self.byte_offset as *mut usize).cast(),
-            (&mut self.x as *mut u64).cast(),
-            (&mut self.w as *mut u64).cast(),
-            (&mut self.residual as *mut u64).cast(),
-            (&mut self.gamma as *mut u64).cast(),
-            (&mut self.out as *mut u64).cast(),
-            (&mut self.tokens as *mut i32).cast(),
-            (&mut self.hidden as *mut i32).cast(),
-            (&mut self.k as *mut i32).cast(),
-            (&mut self.eps as *mut f32).cast(),
-            (&mut self.dtype as *mut i32).cast(),
-            (&mut self.status as *mut u64).cast(),
-        ]
+    /// The parameters both fused kernels start with, in their order:
+    /// `ctx, buffer, byte_offset, x, w, residual, gamma, out, tokens,
+    /// hidden, k, eps`. `tp_tail_fused` goes on with `dtype, status`;
+    /// Triton's kernel, whose dtype is compiled in, with `status`.
+    pub(crate) fn fused_params<'a>(&'a self, args: &mut KernelArgs<'a>) {
+        args.arg(&self.context)
+            .arg(&self.buffer)
+            .arg(&self.byte_offset)
+            .arg(&self.x)
+            .arg(&self.w)
+            .arg(&self.residual)
+            .arg(&self.gamma)
+            .arg(&self.out)
+            .arg(&self.tokens)
+            .arg(&self.hidden)
+            .arg(&self.k)
+            .arg(&self.eps);
     }
 }
 
@@ -130,21 +65,18 @@ pub unsafe fn fused(
     blocks: u32,
     threads: u32,
     stream: &CudaStream,
-    mut args: LayerArgs,
+    args: LayerArgs,
 ) -> Result<()> {
-    let mut params = args.param_ptrs();
-    launch_1d(
-        Launch::Cooperative,
-        kernel,
-        (blocks, threads),
-        0,
-        stream,
-        &mut params,
-        "tp_tail_fused",
-    )
+    let mut launch = kernel::launch_builder(stream, kernel);
+    args.fused_params(launch.args());
+    launch.arg(&args.dtype).arg(&args.status);
+    // SAFETY: the caller's promise; the arguments are tp_tail_fused's.
+    unsafe { launch.launch_cooperative(kernel::grid(blocks, threads)) }
+        .context("cuLaunchCooperativeKernel(tp_tail_fused)")
 }
 
-/// `tp_compute<<<blocks, threads>>>`: the partial output into `partial`.
+/// `tp_compute<<<blocks, threads>>>(x, w, partial, tokens, hidden, k,
+/// dtype)`: the partial output into `partial`.
 ///
 /// # Safety
 /// As [`fused`]; `partial` holds tokens x hidden elements of the dtype.
@@ -156,29 +88,21 @@ pub unsafe fn compute(
     args: LayerArgs,
     partial: u64,
 ) -> Result<()> {
-    let (mut x, mut w, mut partial) = (args.x, args.w, partial);
-    let (mut tokens, mut hidden, mut k, mut dtype) = (args.tokens, args.hidden, args.k, args.dtype);
-    let mut params: [*mut c_void; 7] = [
-        (&mut x as *mut u64).cast(),
-        (&mut w as *mut u64).cast(),
-        (&mut partial as *mut u64).cast(),
-        (&mut tokens as *mut i32).cast(),
-        (&mut hidden as *mut i32).cast(),
-        (&mut k as *mut i32).cast(),
-        (&mut dtype as *mut i32).cast(),
-    ];
-    launch_1d(
-        Launch::Plain,
-        kernel,
-        (blocks, threads),
-        0,
-        stream,
-        &mut params,
-        "tp_compute",
-    )
+    let mut launch = kernel::launch_builder(stream, kernel);
+    launch
+        .arg(&args.x)
+        .arg(&args.w)
+        .arg(&partial)
+        .arg(&args.tokens)
+        .arg(&args.hidden)
+        .arg(&args.k)
+        .arg(&args.dtype);
+    // SAFETY: the caller's promise; the arguments are tp_compute's.
+    unsafe { launch.launch(kernel::grid(blocks, threads)) }.context("cuLaunchKernel(tp_compute)")
 }
 
-/// `tp_residual_rmsnorm<<<blocks, threads>>>`: residual + RMSNorm on `sum`.
+/// `tp_residual_rmsnorm<<<blocks, threads>>>(sum, residual, gamma, out,
+/// tokens, hidden, eps, dtype)`: residual + RMSNorm on `sum`.
 ///
 /// # Safety
 /// As [`fused`]; `sum` holds tokens x hidden elements of the dtype.
@@ -190,28 +114,19 @@ pub unsafe fn epilogue(
     args: LayerArgs,
     sum: u64,
 ) -> Result<()> {
-    let (mut sum, mut residual, mut gamma, mut out) = (sum, args.residual, args.gamma, args.out);
-    let (mut tokens, mut hidden, mut eps, mut dtype) =
-        (args.tokens, args.hidden, args.eps, args.dtype);
-    let mut params: [*mut c_void; 8] = [
-        (&mut sum as *mut u64).cast(),
-        (&mut residual as *mut u64).cast(),
-        (&mut gamma as *mut u64).cast(),
-        (&mut out as *mut u64).cast(),
-        (&mut tokens as *mut i32).cast(),
-        (&mut hidden as *mut i32).cast(),
-        (&mut eps as *mut f32).cast(),
-        (&mut dtype as *mut i32).cast(),
-    ];
-    launch_1d(
-        Launch::Plain,
-        kernel,
-        (blocks, threads),
-        0,
-        stream,
-        &mut params,
-        "tp_residual_rmsnorm",
-    )
+    let mut launch = kernel::launch_builder(stream, kernel);
+    launch
+        .arg(&sum)
+        .arg(&args.residual)
+        .arg(&args.gamma)
+        .arg(&args.out)
+        .arg(&args.tokens)
+        .arg(&args.hidden)
+        .arg(&args.eps)
+        .arg(&args.dtype);
+    // SAFETY: the caller's promise; the arguments are tp_residual_rmsnorm's.
+    unsafe { launch.launch(kernel::grid(blocks, threads)) }
+        .context("cuLaunchKernel(tp_residual_rmsnorm)")
 }
 
 /// The arguments of `symm_all_reduce_kernel`, which passes them on to
@@ -227,6 +142,19 @@ pub struct AllReduceCall {
     pub status: u64,
 }
 
+impl AllReduceCall {
+    /// `symm_all_reduce_kernel`'s parameters, in its order.
+    fn params<'a>(&'a self, args: &mut KernelArgs<'a>) {
+        args.arg(&self.context)
+            .arg(&self.local_ptr)
+            .arg(&self.byte_offset)
+            .arg(&self.num_elements)
+            .arg(&self.reduce_op)
+            .arg(&self.dtype)
+            .arg(&self.status);
+    }
+}
+
 /// `symm_all_reduce_kernel<<<blocks, threads>>>`, cooperative.
 ///
 /// # Safety
@@ -239,7 +167,8 @@ pub unsafe fn all_reduce(
     stream: &CudaStream,
     call: AllReduceCall,
 ) -> Result<()> {
-    all_reduce_shaped(kernel, Shape::OneD, blocks, threads, stream, call)
+    // SAFETY: the caller's promise.
+    unsafe { all_reduce_shaped(kernel, Shape::OneD, blocks, threads, stream, call) }
 }
 
 /// [`all_reduce`] launched in `shape` (the same threads in all): a shape
@@ -255,31 +184,94 @@ pub unsafe fn all_reduce_shaped(
     stream: &CudaStream,
     call: AllReduceCall,
 ) -> Result<()> {
-    let AllReduceCall {
-        mut context,
-        mut local_ptr,
-        mut byte_offset,
-        mut num_elements,
-        mut reduce_op,
-        mut dtype,
-        mut status,
-    } = call;
-    let mut params: [*mut c_void; 7] = [
-        (&mut context as *mut u64).cast(),
-        (&mut local_ptr as *mut u64).cast(),
-        (&mut byte_offset as *mut usize).cast(),
-        (&mut num_elements as *mut usize).cast(),
-        (&mut reduce_op as *mut i32).cast(),
-        (&mut dtype as *mut i32).cast(),
-        (&mut status as *mut u64).cast(),
-    ];
-    launch_shaped(
-        Launch::Cooperative,
-        kernel,
-        shape.dims(blocks, threads),
-        0,
-        stream,
-        &mut params,
-        "symm_all_reduce_kernel",
-    )
+    let (grid_dim, block_dim) = shape.dims(blocks, threads);
+    let mut launch = kernel::launch_builder(stream, kernel);
+    call.params(launch.args());
+    let config = LaunchConfig {
+        grid_dim,
+        block_dim,
+        shared_mem_bytes: 0,
+    };
+    // SAFETY: the caller's promise; the arguments are the kernel's.
+    unsafe { launch.launch_cooperative(config) }
+        .context("cuLaunchCooperativeKernel(symm_all_reduce_kernel)")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Reads the value argument `i` points to, as the driver reads it.
+    fn read<T: Copy>(args: &mut KernelArgs<'_>, i: usize) -> T {
+        // SAFETY: the tests below read each pointer as the type it was
+        // made from, while the value it points to is borrowed.
+        unsafe { *args.pointers()[i].cast::<T>() }
+    }
+
+    fn layer() -> LayerArgs {
+        LayerArgs {
+            context: 1,
+            buffer: 2,
+            byte_offset: 3,
+            x: 4,
+            w: 5,
+            residual: 6,
+            gamma: 7,
+            out: 8,
+            tokens: 9,
+            hidden: 10,
+            k: 11,
+            eps: 12.5,
+            dtype: 13,
+            status: 14,
+        }
+    }
+
+    /// The fused kernels' shared parameters come in tp_tail.cu's order:
+    /// `(ctx, buffer, byte_offset, x, w, residual, gamma, out, tokens,
+    /// hidden, k, eps, ...)`, each pointing into the `LayerArgs` itself.
+    #[test]
+    fn the_fused_parameters_are_in_the_kernels_order() {
+        let layer = layer();
+        let mut args = KernelArgs::default();
+        layer.fused_params(&mut args);
+        assert_eq!(args.pointers().len(), 12);
+        for (i, address) in [(0, 1u64), (1, 2), (3, 4), (4, 5), (5, 6), (6, 7), (7, 8)] {
+            assert_eq!(read::<u64>(&mut args, i), address, "argument {i}");
+        }
+        assert_eq!(read::<usize>(&mut args, 2), 3);
+        assert_eq!(read::<i32>(&mut args, 8), 9);
+        assert_eq!(read::<i32>(&mut args, 9), 10);
+        assert_eq!(read::<i32>(&mut args, 10), 11);
+        assert_eq!(read::<f32>(&mut args, 11), 12.5);
+        assert_eq!(
+            args.pointers()[0].cast_const(),
+            (&layer.context as *const u64).cast()
+        );
+    }
+
+    /// `symm_all_reduce_kernel(ctx, local_ptr, byte_offset, num_elements,
+    /// reduce_op, dtype, status)`.
+    #[test]
+    fn the_all_reduce_parameters_are_in_the_kernels_order() {
+        let call = AllReduceCall {
+            context: 1,
+            local_ptr: 2,
+            byte_offset: 3,
+            num_elements: 4,
+            reduce_op: 5,
+            dtype: 6,
+            status: 7,
+        };
+        let mut args = KernelArgs::default();
+        call.params(&mut args);
+        assert_eq!(args.pointers().len(), 7);
+        assert_eq!(read::<u64>(&mut args, 0), 1);
+        assert_eq!(read::<u64>(&mut args, 1), 2);
+        assert_eq!(read::<usize>(&mut args, 2), 3);
+        assert_eq!(read::<usize>(&mut args, 3), 4);
+        assert_eq!(read::<i32>(&mut args, 4), 5);
+        assert_eq!(read::<i32>(&mut args, 5), 6);
+        assert_eq!(read::<u64>(&mut args, 6), 7);
+    }
 }

@@ -14,16 +14,15 @@
 //! for no scratch), its block size and its dynamic shared memory, all read
 //! from the JSON the script writes beside the cubin.
 
-use std::ffi::c_void;
-
 use anyhow::{ensure, Context, Result};
+use common::kernel;
 use common::{CannotRun, NcclVersion};
-use cudarc::driver::{result as cu, sys as cu_sys, CudaStream};
+use cudarc::driver::{result as cu, sys as cu_sys, CudaStream, LaunchConfig};
 use device_build::cache;
 use device_build::triton::Program;
 use serde::Deserialize;
 
-use crate::launch::{launch_1d, Launch, LayerArgs};
+use crate::launch::LayerArgs;
 use crate::Dtype;
 
 /// The Triton kernel and its ahead-of-time build (`python3 tp_tail.py`).
@@ -153,6 +152,7 @@ pub fn check_gpu(major: i32, minor: i32) -> Result<(), CannotRun> {
     Ok(())
 }
 
+/// Lets the kernel use `meta.shared` bytes of dynamic shared memory (the
 /// default limit is 48 KiB).
 ///
 /// # Safety
@@ -188,38 +188,25 @@ pub unsafe fn launch(
     stream: &CudaStream,
     args: LayerArgs,
 ) -> Result<()> {
-    let mut args = args;
+    let mut launch = kernel::launch_builder(stream, kernel);
+    // tp_tail_fused's parameters without `dtype`, which is compiled in.
     // (`byte_offset` is a usize there and Triton's i64 here: the same 8 bytes.)
-    let fused = args.param_ptrs();
-    // Triton's two hidden parameters: global and profile scratch.
-    let (mut global_scratch, mut profile_scratch) = (0u64, 0u64);
-    // tp_tail_fused's parameters without `dtype` (compiled in), then those two.
-    let mut params: [*mut c_void; 15] = [
-        fused[0],
-        fused[1],
-        fused[2],
-        fused[3],
-        fused[4],
-        fused[5],
-        fused[6],
-        fused[7],
-        fused[8],
-        fused[9],
-        fused[10],
-        fused[11],
-        fused[13],
-        (&mut global_scratch as *mut u64).cast(),
-        (&mut profile_scratch as *mut u64).cast(),
-    ];
-    launch_1d(
-        Launch::Cooperative,
-        kernel,
-        (blocks, meta.threads()),
-        meta.shared,
-        stream,
-        &mut params,
-        &meta.name,
-    )
+    args.fused_params(launch.args());
+    // Then Triton's two hidden parameters, global and profile scratch:
+    // NULL, as Meta::check made sure the kernel asks for none.
+    let (global_scratch, profile_scratch) = (0u64, 0u64);
+    launch
+        .arg(&args.status)
+        .arg(&global_scratch)
+        .arg(&profile_scratch);
+    let config = LaunchConfig {
+        shared_mem_bytes: meta.shared,
+        ..kernel::grid(blocks, meta.threads())
+    };
+    // SAFETY: the caller's promise; the arguments are the kernel's, as
+    // Meta::check found them.
+    unsafe { launch.launch_cooperative(config) }
+        .with_context(|| format!("cuLaunchCooperativeKernel({})", meta.name))
 }
 
 #[cfg(test)]
