@@ -22,6 +22,9 @@
 //!     captured once per region into a CUDA graph (after the windows and
 //!     the device communicator exist), each operation one `cuGraphLaunch`:
 //!     the unfused path as inference engines replay it;
+//!   * `fused-graph`, `triton-graph`: the fused kernel's one cooperative
+//!     launch replayed the same way, so that a graph replay is compared
+//!     with a graph replay (not in the default list);
 //!   * `symm-layer`: `symm_all_reduce` alone on the layer's partials (the
 //!     partials are made untimed before each trial);
 //!
@@ -203,6 +206,10 @@ enum Contender {
     Unfused05Graph,
     /// UnfusedNccl's three launches replayed from a CUDA graph.
     UnfusedNcclGraph,
+    /// The fused kernel's cooperative launch replayed from a CUDA graph.
+    FusedGraph,
+    /// The Triton kernel's cooperative launch replayed from a CUDA graph.
+    TritonGraph,
     /// symm_all_reduce alone on the layer's partials.
     SymmLayer,
     /// symm_all_reduce alone on the AllReduce sweep (float32).
@@ -236,6 +243,10 @@ impl Contender {
             Contender::UnfusedNcclGraph => {
                 "unfused-nccl's three launches, replayed from one CUDA graph per region"
             }
+            Contender::FusedGraph => "fused's one launch, replayed from one CUDA graph per region",
+            Contender::TritonGraph => {
+                "triton's one launch, replayed from one CUDA graph per region"
+            }
             Contender::SymmLayer => "symm_all_reduce alone on the layer's partials (in place)",
             Contender::Symm => "symm_all_reduce_kernel (in place; out of place = copy + in place)",
             Contender::Fast05 => "lesson 05b (05b_lsa_fast)",
@@ -251,6 +262,8 @@ impl Contender {
                 | Contender::UnfusedNccl
                 | Contender::Unfused05Graph
                 | Contender::UnfusedNcclGraph
+                | Contender::FusedGraph
+                | Contender::TritonGraph
                 | Contender::SymmLayer
         )
     }
@@ -259,11 +272,20 @@ impl Contender {
         match self {
             Contender::Unfused05Graph => Some(Contender::Unfused05),
             Contender::UnfusedNcclGraph => Some(Contender::UnfusedNccl),
+            Contender::FusedGraph => Some(Contender::Fused),
+            Contender::TritonGraph => Some(Contender::Triton),
             _ => None,
         }
     }
     fn needs_nccl(self) -> bool {
-        !matches!(self, Contender::Fused | Contender::SymmLayer)
+        !matches!(
+            self,
+            Contender::Fused | Contender::FusedGraph | Contender::SymmLayer
+        )
+    }
+    /// Whether the Triton kernel is built for this contender.
+    fn uses_triton(self) -> bool {
+        matches!(self, Contender::Triton | Contender::TritonGraph)
     }
 }
 
@@ -361,7 +383,7 @@ impl Args {
     /// undefined behaviour (unsafe from edition 2024); in the rank's body
     /// the CUDA driver and MPI already run threads of their own.
     fn before_threads(&self) {
-        build_tools_for(if self.contenders.contains(&Contender::Triton) {
+        build_tools_for(if self.contenders.iter().any(|c| c.uses_triton()) {
             CUDA_KERNELS | TRITON_KERNEL
         } else {
             CUDA_KERNELS
@@ -668,7 +690,7 @@ fn bench(ctx: &RankContext, args: &Args) -> Result<()> {
             let module = Module::load(&built.cubin(&layer_tail::source()))?;
             let mut kernels = kernels(&module)?;
             // The Triton kernel, built (rank 0 first) and loaded when timed.
-            let triton_module = if args.contenders.contains(&Contender::Triton) {
+            let triton_module = if args.contenders.iter().any(|c| c.uses_triton()) {
                 let (built, meta) = cache::root_first(ctx, "build the Triton kernel", || {
                     triton::check_gpu(major, minor)?;
                     let program = triton::program(dtype);
@@ -1683,6 +1705,9 @@ mod tests {
             Contender::UnfusedNcclGraph.captured(),
             Some(Contender::UnfusedNccl)
         );
+        assert_eq!(Contender::FusedGraph.captured(), Some(Contender::Fused));
+        assert_eq!(Contender::TritonGraph.captured(), Some(Contender::Triton));
+        assert!(!Contender::FusedGraph.needs_nccl() && Contender::TritonGraph.uses_triton());
         assert_eq!(Contender::Fused.captured(), None);
         assert!(Contender::UnfusedNcclGraph.is_layer());
         assert!(Contender::UnfusedNcclGraph.needs_nccl());
