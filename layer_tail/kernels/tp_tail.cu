@@ -39,23 +39,24 @@ __device__ __forceinline__ void tp_store(void* p, size_t i, int dtype, float v) 
 #define TP_K_CHUNK 64
 
 // Phase "compute": partial[t, i] = sum_j x[t, j] w[j, i], by tiles of
-// TP_TILE_TOKENS tokens x TP_TILE_COLUMNS * blockDim.x columns. A thread owns
-// TP_TILE_COLUMNS columns blockDim.x apart (coalesced) and keeps their sums in
-// registers. The tile's activations go to shared memory TP_K_CHUNK j at a time
-// (one round trip per block, then broadcast reads); then per TP_K_STEP j a
-// thread loads all its weights before the first fma. Every j of a step runs
-// its fmas (0s past the chunk's end): with a branch per j the compiler moved
-// each j's loads down to their use (call 117).
-__device__ __forceinline__ void tp_partial(const float* x, const float* w, void* partial,
-                                           int tokens, int hidden, int k, int dtype) {
+// TP_TILE_TOKENS tokens x COLUMNS * blockDim.x columns. A thread owns COLUMNS
+// columns blockDim.x apart (coalesced) and keeps their sums in registers. The
+// tile's activations go to shared memory TP_K_CHUNK j at a time (one round trip
+// per block, then broadcast reads); then per TP_K_STEP j a thread loads all its
+// weights before the first fma. Every j of a step runs its fmas (0s past the
+// chunk's end): with a branch per j the compiler moved each j's loads down to
+// their use (call 117).
+template <int COLUMNS>
+__device__ __forceinline__ void tp_partial_tiles(const float* x, const float* w, void* partial,
+                                                 int tokens, int hidden, int k, int dtype) {
   __shared__ float xs[TP_K_CHUNK][TP_TILE_TOKENS];
-  const int tile_width = TP_TILE_COLUMNS * blockDim.x;
+  const int tile_width = COLUMNS * blockDim.x;
   const int column_tiles = (hidden + tile_width - 1) / tile_width;
   const int tiles = (tokens + TP_TILE_TOKENS - 1) / TP_TILE_TOKENS * column_tiles;
   for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
     const int t0 = tile / column_tiles * TP_TILE_TOKENS;
     const int i0 = tile % column_tiles * tile_width + threadIdx.x;
-    float acc[TP_TILE_TOKENS][TP_TILE_COLUMNS] = {};
+    float acc[TP_TILE_TOKENS][COLUMNS] = {};
     for (int c0 = 0; c0 < k; c0 += TP_K_CHUNK) {
       const int chunk = min(TP_K_CHUNK, k - c0);
       __syncthreads();  // every thread is done with the previous chunk
@@ -67,12 +68,12 @@ __device__ __forceinline__ void tp_partial(const float* x, const float* w, void*
       }
       __syncthreads();
       for (int s0 = 0; s0 < chunk; s0 += TP_K_STEP) {
-        float wj[TP_K_STEP][TP_TILE_COLUMNS];
+        float wj[TP_K_STEP][COLUMNS];
 #pragma unroll
         for (int s = 0; s < TP_K_STEP; s++) {
           const size_t j = c0 + min(s0 + s, chunk - 1);
 #pragma unroll
-          for (int c = 0; c < TP_TILE_COLUMNS; c++) {
+          for (int c = 0; c < COLUMNS; c++) {
             const int i = i0 + c * blockDim.x;
             wj[s][c] = s0 + s < chunk && i < hidden ? w[j * hidden + i] : 0.0f;
           }
@@ -83,7 +84,7 @@ __device__ __forceinline__ void tp_partial(const float* x, const float* w, void*
           for (int u = 0; u < TP_TILE_TOKENS; u++) {
             const float xj = s0 + s < chunk ? xs[s0 + s][u] : 0.0f;
 #pragma unroll
-            for (int c = 0; c < TP_TILE_COLUMNS; c++) {
+            for (int c = 0; c < COLUMNS; c++) {
               acc[u][c] = fmaf(xj, wj[s][c], acc[u][c]);  // in j order, as the CPU reference
             }
           }
@@ -93,13 +94,26 @@ __device__ __forceinline__ void tp_partial(const float* x, const float* w, void*
 #pragma unroll
     for (int u = 0; u < TP_TILE_TOKENS; u++) {
 #pragma unroll
-      for (int c = 0; c < TP_TILE_COLUMNS; c++) {
+      for (int c = 0; c < COLUMNS; c++) {
         const int i = i0 + c * blockDim.x;
         if (t0 + u < tokens && i < hidden) {
           tp_store(partial, (size_t)(t0 + u) * hidden + i, dtype, acc[u][c]);
         }
       }
     }
+  }
+}
+
+// TP_TILE_COLUMNS columns a thread where the tiles cover the grid; else one,
+// so that 4 times as many blocks share the weights (PERF_NOTES.md, change 6).
+__device__ __forceinline__ void tp_partial(const float* x, const float* w, void* partial,
+                                           int tokens, int hidden, int k, int dtype) {
+  const int wide = TP_TILE_COLUMNS * blockDim.x;
+  const int tiles = (tokens + TP_TILE_TOKENS - 1) / TP_TILE_TOKENS * ((hidden + wide - 1) / wide);
+  if (tiles < (int)gridDim.x) {
+    tp_partial_tiles<1>(x, w, partial, tokens, hidden, k, dtype);
+  } else {
+    tp_partial_tiles<TP_TILE_COLUMNS>(x, w, partial, tokens, hidden, k, dtype);
   }
 }
 
