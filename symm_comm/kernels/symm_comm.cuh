@@ -197,14 +197,14 @@ __device__ __forceinline__ void symm_st_release(unsigned int* p, unsigned int v)
 // threads, releases the others. words[0] counts arrivals (block 0 adds 2^31 -
 // (gridDim.x - 1), the others 1): its top bit flips as the last block arrives,
 // no reset needed (as cooperative groups do); words[1]: the top bit last
-// released. One atomic, one wait per block (PERF_NOTES.md, call 102). Writes
-// before it happen before `cross`; what `cross` acquired, before reads after it.
+// released. One acq_rel atomic per block (after __syncthreads it releases the
+// block's writes: no fence), one wait (PERF_NOTES.md, call 102). Writes before
+// it happen before `cross`; what `cross` acquired, before reads after it.
 template <typename Cross>
 __device__ __forceinline__ void symm_grid_barrier(unsigned int* words, Cross cross) {
   __syncthreads();
   unsigned int parity = 0;  // thread 0's: the top bit before this barrier
   if (threadIdx.x == 0) {
-    __threadfence();
     const unsigned int add = blockIdx.x == 0 ? 0x80000000u - (gridDim.x - 1) : 1u;
     parity = symm_add_acq_rel(words, add) & 0x80000000u;
     if (blockIdx.x == 0) {
@@ -220,6 +220,19 @@ __device__ __forceinline__ void symm_grid_barrier(unsigned int* words, Cross cro
     cross();
     __syncthreads();
     if (threadIdx.x == 0) symm_st_release(words + 1, parity ^ 0x80000000u);
+  }
+  __syncthreads();
+}
+
+// One rank's barrier: every block waits for the flip itself (no peer round, one
+// hop less). words[1] untouched: only for world_size 1, where every call is this.
+__device__ __forceinline__ void symm_grid_sync(unsigned int* words) {
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    const unsigned int add = blockIdx.x == 0 ? 0x80000000u - (gridDim.x - 1) : 1u;
+    const unsigned int parity = symm_add_acq_rel(words, add) & 0x80000000u;
+    while ((symm_ld_acquire(words) & 0x80000000u) == parity) {
+    }
   }
   __syncthreads();
 }
@@ -414,16 +427,12 @@ __device__ __forceinline__ void symm_reduce(int dtype, char* const (&peers)[SYMM
 // ---------------------------------------------------------------------------
 // The one-shot over LL lines (NCCL, staging window, <= SYMM_ONE_SHOT_MAX_BYTES).
 // `staging[p]`: this thread's address of rank p's staging; `mine`: the region.
-// Each 8-byte line goes with a flag beside each 4 bytes ({data, flag, data,
-// flag}: one 16-byte store, NCCL's LL protocol) into this rank's slot of every
-// peer's staging; then per line: wait until every peer's flags are this call's
-// (flag + data: one 8-byte access, arriving whole), sum in rank order, store in
-// place. The flag is the epoch, advanced by block 0 in the first grid barrier
-// (kept in the staging's header, this rank's alone), never 0 (the zeroed window).
-// No round with the peers before the stores (halves alternate by the epoch's
-// parity; call e + 2 needs a peer's call e + 1 lines, sent after it finished
-// call e) nor after (no peer reads this rank's region). The second grid barrier
-// only publishes the sums to the calling kernel. README.md has the long form.
+// Each 8-byte line goes as {data, flag, data, flag} (one 16-byte store, NCCL's
+// LL protocol) into this rank's slot of every peer's staging; then per line:
+// wait for every peer's flags to be this call's epoch (advanced by block 0 in
+// the first grid barrier, never 0), sum in rank order, store in place. No round
+// with the peers: the halves alternate by the epoch's parity (README.md, "How
+// the call works", has why that is enough).
 // ---------------------------------------------------------------------------
 
 __device__ __forceinline__ void symm_st_volatile_line(uint4* p, uint4 v) {
@@ -551,7 +560,7 @@ __device__ __forceinline__ int symm_nccl_all_reduce(const NcclSymmContext* ctx, 
   if (ctx->grid_sync == nullptr) return SYMM_ERR_NO_GRID_SYNC;
   if (num_elements == 0) return SYMM_OK;
   if (nRanks == 1) {  // the sum is the input: only make it visible to every block
-    symm_grid_barrier(ctx->grid_sync, [] {});
+    symm_grid_sync(ctx->grid_sync);
     return SYMM_OK;
   }
   const ncclTeam lsa = symm_lsa_team(comm);
@@ -631,7 +640,7 @@ __device__ __forceinline__ int symm_nvshmem_all_reduce(const NvshmemSymmContext*
   if (ctx->grid_sync == nullptr) return SYMM_ERR_NO_GRID_SYNC;
   if (num_elements == 0) return SYMM_OK;
   if (nRanks == 1) {  // as in the NCCL backend
-    symm_grid_barrier(ctx->grid_sync, [] {});
+    symm_grid_sync(ctx->grid_sync);
     return SYMM_OK;
   }
 
