@@ -108,8 +108,7 @@ fn symm_primitive_lesson(ctx: &RankContext, args: &Args) -> Result<()> {
     }
 
     // Step 2: Build the library and the user kernels (nvcc, or NVRTC and nvJitLink), or reuse the cache.
-    // NOTE: rank 0 builds first and the others wait, so that they find the
-    // cache filled instead of all compiling at once.
+    // NOTE: rank 0 builds first; the others then find the cache filled.
     let arch = format!("sm_{major}{minor}");
     let cache = Env::from_process().cache_root(CACHE_NAME);
     let device_code = layer_tail::nccl_program();
@@ -144,8 +143,7 @@ fn symm_primitive_lesson(ctx: &RankContext, args: &Args) -> Result<()> {
     let comm = setup::communicator(ctx).context("Step 3: create the communicator")?;
     let buffer = setup::buffer(bytes).context("Step 3: ncclMemAlloc")?;
     let window = setup::window(&comm, &buffer).context("Step 3: ncclCommWindowRegister")?;
-    // One LSA barrier: only block 0 of the kernel synchronises with the
-    // other ranks (see the calling convention in symm_comm.cuh).
+    // One LSA barrier: only block 0 meets the other ranks (symm_comm.cuh).
     let dev_comm = DevComm::create(&shim, &comm, 1, None).context("Step 3: ncclDevCommCreate")?;
     // NOTE: symm_all_reduce reaches its peers by loads and stores: the LSA
     // team must hold every rank, or the sum would stop at the node (across
@@ -207,12 +205,10 @@ fn symm_primitive_lesson(ctx: &RankContext, args: &Args) -> Result<()> {
         .context("Step 6: status word")?;
 
     // Step 7: Launch the fused kernel cooperatively: compute, symm_all_reduce, residual + RMSNorm.
-    // NOTE: symm_all_reduce waits for every block of the grid, so the grid
-    // must fit on the GPU at once; cuLaunchCooperativeKernel checks that.
-    // One block of 512 threads per multiprocessor fits (launch bounds).
-    // Every rank launches the same grid: the smallest GPU's multiprocessors,
-    // divided among the ranks that share a GPU, whose grids must all be
-    // resident at once (layer_tail::agreed_blocks).
+    // NOTE: symm_all_reduce waits for every block, so the whole grid must be
+    // resident at once (cuLaunchCooperativeKernel checks): one 512-thread block
+    // per multiprocessor (launch bounds), the multiprocessors divided among the
+    // ranks sharing a GPU, the same grid on every rank (layer_tail::agreed_blocks).
     let multiprocessors = gpu
         .attribute(cu_sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
         .context("Step 7: multiprocessor count")? as u32;
