@@ -433,6 +433,16 @@ const MAX_L2_BYTES: usize = 256 << 20;
 
 /// Activation sets the one-region stress mode takes in turn.
 const ONE_REGION_VARIANTS: usize = 4;
+/// From this size of partial output on, the layer contenders' times are also
+/// printed against the floor: [`FLOOR_PASSES`] passes at the GPU's copy rate.
+const FLOOR_FROM_BYTES: usize = 16 << 20;
+/// The HBM passes over the partial output that the layer needs at least: the
+/// compute writes it; the epilogue reads it and the residual and writes the
+/// new residual and the output (issue 32's byte count; at one rank the
+/// AllReduce adds none).
+const FLOOR_PASSES: f64 = 5.0;
+/// The copy that measures the GPU's copy rate, at most: past L2 many times.
+const COPY_RATE_BYTES: usize = 256 << 20;
 
 const BENCH: Lesson = Lesson {
     name: "06_symm_bench",
@@ -1333,6 +1343,27 @@ fn run_layer(
         return allreduce::publish_stress_where(ctx, &args.stress, &stressed, placement)
             .map(|()| Vec::new());
     }
+    if sizes.iter().any(|&bytes| bytes >= FLOOR_FROM_BYTES) {
+        let copied = capacity.min(COPY_RATE_BYTES);
+        let rate = copy_rate(stream, &residual, &out, copied)?;
+        if ctx.is_root() {
+            eprintln!(
+                "note: the layer's floor: {FLOOR_PASSES} passes over the partial output at this GPU's copy rate, {:.2} TB/s (cuMemcpyDtoDAsync of {} MiB, bytes read + written){}",
+                rate / 1e12,
+                copied >> 20,
+                if ctx.size() > 1 { "; the AllReduce's own traffic is not counted" } else { "" }
+            );
+            for (&contender, rows) in contenders.iter().zip(&rows) {
+                if contender == Contender::SymmLayer {
+                    continue;
+                }
+                for row in rows.iter().filter(|r| r.bytes >= FLOOR_FROM_BYTES) {
+                    let name = series_name(contender, args.backend);
+                    eprintln!("note:   {}", floor_note(&name, row, rate));
+                }
+            }
+        }
+    }
     for (&contender, rows) in contenders.iter().zip(rows) {
         series.push(Series {
             name: series_name(contender, args.backend),
@@ -1350,6 +1381,50 @@ fn run_layer(
         });
     }
     Ok(series)
+}
+
+/// This GPU's copy rate in bytes read + written per second: `bytes` copied
+/// from `from` to `to` (device to device, on the stream) ten times after one
+/// untimed copy, between two events.
+fn copy_rate(
+    stream: &Arc<CudaStream>,
+    from: &CudaSlice<u8>,
+    to: &CudaSlice<u8>,
+    bytes: usize,
+) -> Result<f64> {
+    const COPIES: usize = 10;
+    ensure!(
+        bytes > 0 && bytes <= from.len() && bytes <= to.len(),
+        "a copy of {bytes} B does not fit the buffers"
+    );
+    let (src, dst) = (address(from), address(to));
+    let copy = || -> Result<()> {
+        // SAFETY: both buffers hold at least `bytes` bytes and live past
+        // the synchronisation below.
+        unsafe { cu::memcpy_dtod_async(dst, src, bytes, stream.cu_stream()) }
+            .context("cuMemcpyDtoDAsync")
+    };
+    copy()?;
+    let timed = Some(cu_sys::CUevent_flags::CU_EVENT_DEFAULT);
+    let start = stream.record_event(timed).context("cuEventRecord")?;
+    for _ in 0..COPIES {
+        copy()?;
+    }
+    let end = stream.record_event(timed).context("cuEventRecord")?;
+    let ms = f64::from(start.elapsed_ms(&end).context("cuEventElapsedTime")?);
+    Ok((2 * bytes * COPIES) as f64 / (ms * 1e-3))
+}
+
+/// One contender's time at one size against the layer's floor: its bytes
+/// ([`FLOOR_PASSES`] passes over `row.bytes`) at `rate` bytes per second.
+fn floor_note(name: &str, row: &Row, rate: f64) -> String {
+    let floor_us = FLOOR_PASSES * row.bytes as f64 / rate * 1e6;
+    let took_us = row.out_of_place.time_us;
+    format!(
+        "{name} {} B: floor {floor_us:.1} us, took {took_us:.1} us: {:.0} % of the floor's rate",
+        row.bytes,
+        100.0 * floor_us / took_us
+    )
 }
 
 /// The AllReduce-alone contenders on bench's AllReduce sweep (float32):
@@ -1692,6 +1767,22 @@ mod tests {
                 "the default list has graph contenders"
             );
         }
+    }
+
+    /// The floor note: 5 passes of 128 MiB at 3 TB/s are 223.7 us; a
+    /// contender that took 300 us ran at 75 % of that rate.
+    #[test]
+    fn the_floor_note_gives_the_byte_count_at_the_copy_rate() {
+        let row = Row {
+            bytes: 128 << 20,
+            count: 32 << 20,
+            out_of_place: Sample::new(128 << 20, 300e-6, 1.0, 0),
+            in_place: None,
+        };
+        assert_eq!(
+            floor_note("fused-nccl", &row, 3e12),
+            "fused-nccl 134217728 B: floor 223.7 us, took 300.0 us: 75 % of the floor's rate"
+        );
     }
 
     /// Each graph contender replays the launches of its unfused contender.
