@@ -33,10 +33,11 @@ from symm import LIBRARY, SYMM_OK, SYMM_REDUCE_SUM, extern_libs, symm_all_reduce
 
 # 16 warps: 512 threads a program, as the CUDA kernels' SYMM_THREADS.
 NUM_WARPS = 16
-# The compute phase's tile, and the epilogue's chunk of a row.
+# The compute phase's tile, and the epilogue's chunk of a row (a whole row of
+# the benchmark's 4096 features: one round trip for its loads, not two).
 BLOCK_T = 16
 BLOCK_H = 256
-BLOCK_N = 2048
+BLOCK_N = 4096
 
 
 @triton.jit
@@ -61,9 +62,9 @@ def tp_tail_triton(ctx, buffer, byte_offset, x, w, residual, gamma, out, tokens,
         t_in = t < tokens
         i_in = i < hidden
         acc = tl.zeros([BLOCK_T, BLOCK_H], dtype=tl.float32)
-        # Unrolled by 4, as the CUDA kernel's TP_K_STEP: the loads of four
+        # Unrolled by 8, as the CUDA kernel's TP_K_STEP: the loads of eight
         # values of j are in flight together.
-        for j in tl.range(0, k, loop_unroll_factor=4):
+        for j in tl.range(0, k, loop_unroll_factor=8):
             xj = tl.load(x + t.to(tl.int64) * k + j, mask=t_in, other=0.0)
             wj = tl.load(w + j * hidden.to(tl.int64) + i, mask=i_in, other=0.0)
             acc = tl.fma(xj[:, None], wj[None, :], acc)
