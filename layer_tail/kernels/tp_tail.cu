@@ -42,15 +42,14 @@ __device__ __forceinline__ void tp_store(void* p, size_t i, int dtype, float v) 
 // TP_TILE_TOKENS tokens x COLUMNS * blockDim.x columns. A thread owns COLUMNS
 // columns blockDim.x apart (coalesced) and keeps their sums in registers. The
 // tile's activations go to shared memory TP_K_CHUNK j at a time (one round trip
-// per block, then broadcast reads); then per STEP j a thread loads all its
-// weights (the same registers at any COLUMNS) before the first fma. Every j of
-// a step runs its fmas (0s past the chunk's end): with a branch per j the
-// compiler moved each j's loads down to their use (call 117).
+// per block, then broadcast reads); then per TP_K_STEP j a thread loads all its
+// weights before the first fma. Every j of a step runs its fmas (0s past the
+// chunk's end): with a branch per j the compiler moved each j's loads down to
+// their use (call 117).
 template <int COLUMNS>
 __device__ __forceinline__ void tp_partial_tiles(const float* x, const float* w, void* partial,
                                                  int tokens, int hidden, int k, int dtype) {
   __shared__ float xs[TP_K_CHUNK][TP_TILE_TOKENS];
-  constexpr int STEP = TP_K_STEP * TP_TILE_COLUMNS / COLUMNS;
   const int tile_width = COLUMNS * blockDim.x;
   const int column_tiles = (hidden + tile_width - 1) / tile_width;
   const int tiles = (tokens + TP_TILE_TOKENS - 1) / TP_TILE_TOKENS * column_tiles;
@@ -68,10 +67,10 @@ __device__ __forceinline__ void tp_partial_tiles(const float* x, const float* w,
         xs[j][u] = x[(size_t)min(t0 + u, tokens - 1) * k + c0 + j];
       }
       __syncthreads();
-      for (int s0 = 0; s0 < chunk; s0 += STEP) {
-        float wj[STEP][COLUMNS];
+      for (int s0 = 0; s0 < chunk; s0 += TP_K_STEP) {
+        float wj[TP_K_STEP][COLUMNS];
 #pragma unroll
-        for (int s = 0; s < STEP; s++) {
+        for (int s = 0; s < TP_K_STEP; s++) {
           const size_t j = c0 + min(s0 + s, chunk - 1);
 #pragma unroll
           for (int c = 0; c < COLUMNS; c++) {
@@ -80,7 +79,7 @@ __device__ __forceinline__ void tp_partial_tiles(const float* x, const float* w,
           }
         }
 #pragma unroll
-        for (int s = 0; s < STEP; s++) {
+        for (int s = 0; s < TP_K_STEP; s++) {
 #pragma unroll
           for (int u = 0; u < TP_TILE_TOKENS; u++) {
             const float xj = s0 + s < chunk ? xs[s0 + s][u] : 0.0f;
@@ -105,7 +104,8 @@ __device__ __forceinline__ void tp_partial_tiles(const float* x, const float* w,
   }
 }
 
-// TP_TILE_COLUMNS a thread where the tiles fill the grid, else 1: more blocks (change 6).
+// TP_TILE_COLUMNS columns a thread where the tiles cover the grid; else one,
+// so that 4 times as many blocks share the weights (PERF_NOTES.md, change 6).
 __device__ __forceinline__ void tp_partial(const float* x, const float* w, void* partial,
                                            int tokens, int hidden, int k, int dtype) {
   const int wide = TP_TILE_COLUMNS * blockDim.x;
