@@ -1,0 +1,347 @@
+#!/usr/bin/env bash
+# 2026-11-27, on ONE GPU (several ranks share it: NCCL_MULTI_RANK_GPU_ENABLE=1,
+# NCCL 2.32.3). Calls made back to back on one warm machine (files under /tmp
+# stay while it is warm), each with CALL=callNN and one PART:
+#   PART=stage  carry one piece per call: .nccl/nccl-2.32.3.tar.xz, then
+#               .jit/jit-tools.tar.gz (../2026-11-25/scripts/one-gpu-stage.sh
+#               makes both)
+#   PART=exp1   carry .carry/exp1.txz: HEAD's 06_symm_bench ($G/base) and the
+#               same with patches/experiment-1.patch ($G/exp), whose
+#               TP_EXPERIMENT bits pick kernel variants (1 no compute, 2 no
+#               epilogue, 4 the row kept in registers, 8 columns by tokens);
+#               issue 32's phase breakdown and candidate changes at 1 rank
+#   PART=exp2   carry .carry/exp2.txz: HEAD's 06_symm_bench ($G/base) and the
+#               same with patches/experiment-2.patch ($G/exp: columns by tokens
+#               always; bits 16 the pipelined compute loop, 64 the row and gamma
+#               kept in registers, 1 and 2 as in exp1; TP_PLAIN_LAUNCH=1 launches
+#               fused and symm-layer without cuLaunchCooperativeKernel; the
+#               contenders fused-graph and triton-graph); 1 and 2 ranks
+#   PART=perf   after the last change (carry .carry/threads.txz the first
+#               time, .carry/timing.txz in the stage call before it): issue 31's
+#               before/after at 1 rank (05b's fast kernel: 16150d1's
+#               05_allreduce_bench against this build's; the fused kernel:
+#               cbcc826's 06_symm_bench against a2b4489's, the launch builder's
+#               change alone); issue 32's change 6 (a2b4489 against this build)
+#               at 1 and 2 ranks, float32 and bfloat16, 8 B to 256 KiB and 16
+#               and 128 MiB, the graph contenders; 4 ranks; the default sweeps'
+#               wall time at 1 and 2 ranks
+#   PART=perf7  change 7 (carry .carry/threads.txz and .carry/c7.txz: change
+#               6's 06_symm_bench in $G/c6): change 6 against this build at 1
+#               and 2 ranks, float32 and bfloat16, small and large sizes; the
+#               default sweeps' wall time at 1 and 2 ranks
+#   PART=perf8  change 7 as kept (carry .carry/threads.txz and .carry/c8.txz:
+#               change 6's 06_symm_bench in $G/c6, change 7's as first run in
+#               $G/c7): the three at 1 and 2 ranks, float32 and bfloat16, small
+#               and large sizes; 4 ranks; the default sweeps' wall time
+#   PART=verify the thread suite at GPU_TEST_RANKS=2; 06_symm_bench's stress
+#               mode on both fused kernels at 2 and 4 ranks (f32, bf16,
+#               one-region)
+#   PART=programs every program at $RANKS (default "1 2 4") ranks
+#   PART=mps    carry .carry/mpi.txz: 06c (NVSHMEM) at 1 and 2 PEs under a
+#               private MPS daemon, float32 and bfloat16, and its stress mode
+#   PART=ncu1   after exp1: ncu on the fused CUDA and Triton kernels and the
+#               AllReduce alone at 8 B, one rank, with the SASS source page
+# Logs go to $OUT/$CALL/ (index.txt: each step's exit code), returned as
+# $OUT/$CALL.tgz.
+set -u
+CALL=${CALL:?CALL=callNN}
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export NCCL_NVLS_ENABLE=0 NVSHMEM_DISABLE_NVLS=1 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
+L=$OUT/$CALL; mkdir -p "$L"
+# run NAME LIMIT CMD...: one step, logged to $L/NAME.log (the command, the
+# start, the output, the end, the exit code) and listed in $L/index.txt; a step that
+# would start past $BUDGET seconds is listed as skipped.
+run() {
+  local name=$1 lim=$2; shift 2
+  if [ $((SECONDS + 5)) -gt ${BUDGET:-560} ]; then
+    printf '%-34s %s\n' "$name" "skipped: out of time" | tee -a "$L/index.txt"; return
+  fi
+  [ $((SECONDS + lim)) -gt ${BUDGET:-560} ] && lim=$((${BUDGET:-560} - SECONDS))
+  { echo "\$ $*"; date -u +%FT%TZ; timeout "$lim" "$@"; rc=$?; date -u +%FT%TZ; echo "exit $rc"; } > "$L/$name.log" 2>&1
+  printf '%-34s %s\n' "$name" "$(tail -1 "$L/$name.log")" | tee -a "$L/index.txt"
+}
+S=/tmp/jit/site                         # NCCL 2.32.3 in a wheel's layout, nvJitLink 13.5
+J=$S/nvidia/nccl
+NVJ=$S/nvidia/cu13/lib/libnvJitLink.so.13
+G=/tmp/g
+E32=(env -u LD_LIBRARY_PATH NCCL_HOME=$J NVJITLINK=$NVJ XDG_CACHE_HOME=/tmp/cache
+     TRITON_PYTHON=/opt/torch/.venv/bin/python)
+SHARE=(NCCL_MULTI_RANK_GPU_ENABLE=1)
+CMP=runs/2026-11-25/scripts/compare.py
+# The GPU, its driver and the time, in every call's logs.
+{ nvidia-smi -L; nvidia-smi --query-gpu=name,driver_version,memory.total,compute_mode --format=csv
+  date -u; } > "$L/recon.log" 2>&1
+# The logs come back as one archive, $OUT/$CALL.tgz (a call returns few files).
+finish() { tar czf "$OUT/$CALL.tgz" -C "$OUT" "$CALL" && rm -rf "$L"; }
+trap finish EXIT
+
+case ${PART:?PART=stage|exp1|exp2|perf|perf7|perf8|verify|programs|mps|ncu1} in
+stage)
+  mkdir -p $J /tmp/jit
+  if [ -f .nccl/nccl-2.32.3.tar.xz ]; then
+    tar -xJf .nccl/nccl-2.32.3.tar.xz -C $J --strip-components=1 && ln -sf libnccl.so.2 $J/lib/libnccl.so
+    echo "staged NCCL 2.32.3" | tee -a "$L/index.txt"
+  fi
+  if [ -f .jit/jit-tools.tar.gz ]; then
+    tar -xzf .jit/jit-tools.tar.gz -C /tmp/jit && echo "staged jit-tools" | tee -a "$L/index.txt"
+  fi
+  ;;
+exp1)
+  [ -f .carry/exp1.txz ] && { mkdir -p $G && tar -xJf .carry/exp1.txz -C $G --strip-components=1; }
+  R=("${E32[@]}" NTHREADS=1)
+  # Build every variant's module first, in parallel (each is its own nvcc
+  # build: TP_EXPERIMENT is a -D), so that the timed runs below only time.
+  W=(--build nvcc -b 8 -e 8 -n 1 -w 0 --trials 1)
+  run build-base 200 "${R[@]}" $G/base/06_symm_bench "${W[@]}" --contenders fused,triton
+  for bits in 0 1 2 4 8 12 3; do
+    "${R[@]}" TP_EXPERIMENT=$bits $G/exp/06_symm_bench "${W[@]}" --contenders fused > $L/build-exp$bits.log 2>&1 &
+  done
+  wait
+  tail -n 3 $L/build-exp*.log > $L/build-exp.txt 2>&1
+  SMALL=(--build nvcc -b 8 -e 256K -f 8 -n 20 -w 5 --trials 3)
+  BIG=(--build nvcc -b 16M -e 128M -f 8 -n 8 -w 2 --trials 3)
+  # Small sizes: base with its controls; each variant; base again.
+  for i in 1 2; do
+    run small-base-$i 60 "${R[@]}" $G/base/06_symm_bench "${SMALL[@]}" --contenders fused,triton,symm-layer,unfused05,unfused-nccl-graph --json $L/small-base-$i.json
+    for bits in 0 4 8 12 1 2 3; do
+      run small-exp$bits-$i 40 "${R[@]}" TP_EXPERIMENT=$bits $G/exp/06_symm_bench "${SMALL[@]}" --contenders fused,unfused05 --json $L/small-exp$bits-$i.json
+    done
+  done
+  # Large sizes: the phases (no compute, no epilogue) and the candidates.
+  for i in 1 2; do
+    run big-base-$i 60 "${R[@]}" $G/base/06_symm_bench "${BIG[@]}" --contenders fused,triton,unfused05 --json $L/big-base-$i.json
+    for bits in 4 12 1 2; do
+      run big-exp$bits-$i 40 "${R[@]}" TP_EXPERIMENT=$bits $G/exp/06_symm_bench "${BIG[@]}" --contenders fused,unfused05 --json $L/big-exp$bits-$i.json
+    done
+  done
+  python3 $CMP $L/small-base-1.json $L/small-exp0-1.json $L/small-exp4-1.json $L/small-exp8-1.json $L/small-exp12-1.json $L/small-exp1-1.json $L/small-exp2-1.json $L/small-exp3-1.json $L/small-base-2.json > $L/small-1.txt 2>&1
+  python3 $CMP $L/small-base-2.json $L/small-exp0-2.json $L/small-exp4-2.json $L/small-exp8-2.json $L/small-exp12-2.json $L/small-exp1-2.json $L/small-exp2-2.json $L/small-exp3-2.json > $L/small-2.txt 2>&1
+  python3 $CMP $L/big-base-1.json $L/big-exp4-1.json $L/big-exp12-1.json $L/big-exp1-1.json $L/big-exp2-1.json $L/big-base-2.json $L/big-exp4-2.json $L/big-exp12-2.json $L/big-exp1-2.json $L/big-exp2-2.json > $L/big.txt 2>&1
+  ;;
+exp2)
+  [ -f .carry/exp2.txz ] && { mkdir -p $G && tar -xJf .carry/exp2.txz -C $G --strip-components=1; }
+  R=("${E32[@]}" NTHREADS=1)
+  W=(--build nvcc -b 8 -e 8 -n 1 -w 0 --trials 1)
+  run build-base 200 "${R[@]}" $G/base/06_symm_bench "${W[@]}" --contenders fused,triton
+  for bits in 0 16 64 80 81 82; do
+    "${R[@]}" TP_EXPERIMENT=$bits $G/exp/06_symm_bench "${W[@]}" --contenders fused > $L/build-exp$bits.log 2>&1 &
+  done
+  wait
+  SMALL=(--build nvcc -b 8 -e 256K -f 8 -n 20 -w 5 --trials 3)
+  BIG=(--build nvcc -b 16M -e 128M -f 8 -n 8 -w 2 --trials 3)
+  for i in 1 2; do
+    run small-base-$i 60 "${R[@]}" $G/base/06_symm_bench "${SMALL[@]}" --contenders fused,triton,symm-layer,unfused-nccl-graph --json $L/small-base-$i.json
+    for bits in 0 16 64; do
+      run small-exp$bits-$i 40 "${R[@]}" TP_EXPERIMENT=$bits $G/exp/06_symm_bench "${SMALL[@]}" --contenders fused --json $L/small-exp$bits-$i.json
+    done
+    run small-exp80-$i 90 "${R[@]}" TP_EXPERIMENT=80 $G/exp/06_symm_bench "${SMALL[@]}" --contenders fused,fused-graph,triton,triton-graph,unfused05-graph,unfused-nccl-graph,symm-layer --json $L/small-exp80-$i.json
+    run small-plain80-$i 40 "${R[@]}" TP_EXPERIMENT=80 TP_PLAIN_LAUNCH=1 $G/exp/06_symm_bench "${SMALL[@]}" --contenders fused,symm-layer --json $L/small-plain80-$i.json
+  done
+  for i in 1 2; do
+    run big-base-$i 60 "${R[@]}" $G/base/06_symm_bench "${BIG[@]}" --contenders fused,triton --json $L/big-base-$i.json
+    for bits in 0 16 64 80 81 82; do
+      run big-exp$bits-$i 40 "${R[@]}" TP_EXPERIMENT=$bits $G/exp/06_symm_bench "${BIG[@]}" --contenders fused --json $L/big-exp$bits-$i.json
+    done
+  done
+  R2=("${E32[@]}" NTHREADS=2 "${SHARE[@]}")
+  for i in 1 2; do
+    run n2-base-$i 60 "${R2[@]}" $G/base/06_symm_bench "${SMALL[@]}" --contenders fused,triton,unfused05-graph,unfused-nccl-graph --json $L/n2-base-$i.json
+    run n2-exp80-$i 60 "${R2[@]}" TP_EXPERIMENT=80 $G/exp/06_symm_bench "${SMALL[@]}" --contenders fused,fused-graph,triton-graph --json $L/n2-exp80-$i.json
+  done
+  run n2-stress-exp80 60 "${R2[@]}" TP_EXPERIMENT=80 $G/exp/06_symm_bench --build nvcc --contenders fused --stress 300 -b 8 -e 1M -f 8
+  run n1-bf16-exp80 60 "${R[@]}" TP_EXPERIMENT=80 $G/exp/06_symm_bench "${SMALL[@]}" --dtype bf16 --contenders fused,fused-graph
+  S1=(); S2=(); B1=(); N2=()
+  for v in base exp0 exp16 exp64 exp80 plain80; do S1+=($L/small-$v-1.json); S2+=($L/small-$v-2.json); done
+  for v in base exp0 exp16 exp64 exp80 exp81 exp82; do B1+=($L/big-$v-1.json $L/big-$v-2.json); done
+  python3 $CMP "${S1[@]}" > $L/small-1.txt 2>&1
+  python3 $CMP "${S2[@]}" > $L/small-2.txt 2>&1
+  python3 $CMP "${B1[@]}" > $L/big.txt 2>&1
+  python3 $CMP $L/n2-base-1.json $L/n2-exp80-1.json $L/n2-base-2.json $L/n2-exp80-2.json > $L/n2.txt 2>&1
+  ;;
+perf)
+  [ -f .carry/threads.txz ] && { mkdir -p $G && tar -xJf .carry/threads.txz -C $G; }
+  [ -f .carry/timing.txz ] && { mkdir -p $G && tar -xJf .carry/timing.txz -C $G --strip-components=1; }
+  A=$G/threads/bin
+  R=("${E32[@]}" NTHREADS=1)
+  # Build every module first (nvcc, Triton; the before binaries' too).
+  W=(--build nvcc -b 8 -e 8 -n 1 -w 0 --trials 1)
+  run build-after 200 "${R[@]}" $A/06_symm_bench "${W[@]}" --contenders fused,triton
+  run build-base 200 "${R[@]}" $G/base/06_symm_bench "${W[@]}" --contenders fused,triton
+  run build-prebuilder 200 "${R[@]}" $G/prebuilder/06_symm_bench "${W[@]}" --contenders fused
+  # Issue 31: the fast kernel and the fused kernel, before/after, alternating.
+  for i in 1 2; do
+    for v in before31 after; do
+      b=$A; [ $v = before31 ] && b=$G/before31
+      run 05-fast-$v-$i 100 "${R[@]}" $b/05_allreduce_bench --build nvcc --kernels fast -b 8 -e 256M -f 8 -n 20 -w 5 --trials 3 --json $L/05-fast-$v-$i.json
+    done
+    for v in prebuilder base; do
+      run 06-fused-$v-$i 100 "${R[@]}" $G/$v/06_symm_bench --build nvcc --contenders fused -b 32K -e 128M -f 8 -n 8 -w 2 --trials 3 --json $L/06-fused-$v-$i.json
+    done
+  done
+  python3 $CMP $L/05-fast-before31-1.json $L/05-fast-after-1.json $L/05-fast-before31-2.json $L/05-fast-after-2.json > $L/05-before-after.txt 2>&1
+  python3 $CMP $L/06-fused-prebuilder-1.json $L/06-fused-base-1.json $L/06-fused-prebuilder-2.json $L/06-fused-base-2.json > $L/06-launch-builder.txt 2>&1
+  # Issue 32's change 6: a2b4489 (base) against this build, 1 and 2 ranks.
+  SMALL=(--build nvcc -b 8 -e 256K -f 8 -n 20 -w 5 --trials 3)
+  BIG=(--build nvcc -b 16M -e 128M -f 8 -n 8 -w 2 --trials 3)
+  C=fused,triton,symm-layer,unfused05-graph,unfused-nccl-graph
+  for n in 1 2; do
+    Rn=("${E32[@]}" NTHREADS=$n "${SHARE[@]}")
+    for i in 1 2; do
+      run small-base-n$n-$i 90 "${Rn[@]}" $G/base/06_symm_bench "${SMALL[@]}" --contenders $C --json $L/small-base-n$n-$i.json
+      run small-after-n$n-$i 90 "${Rn[@]}" $A/06_symm_bench "${SMALL[@]}" --contenders $C,fused-graph,triton-graph --json $L/small-after-n$n-$i.json
+    done
+    python3 $CMP $L/small-base-n$n-1.json $L/small-after-n$n-1.json $L/small-base-n$n-2.json $L/small-after-n$n-2.json > $L/small-n$n.txt 2>&1
+  done
+  for v in base after; do
+    b=$A; [ $v = base ] && b=$G/base
+    run bf16-$v-n1 60 "${R[@]}" $b/06_symm_bench "${SMALL[@]}" --dtype bf16 --contenders fused,triton,unfused-nccl-graph --json $L/bf16-$v-n1.json
+    run big-$v-n1 90 "${R[@]}" $b/06_symm_bench "${BIG[@]}" --contenders fused,triton,unfused05,unfused05-graph,unfused-nccl-graph --json $L/big-$v-n1.json
+  done
+  run big-bf16-after-n1 90 "${R[@]}" $A/06_symm_bench "${BIG[@]}" --dtype bf16 --contenders fused,triton,unfused-nccl-graph --json $L/big-bf16-after-n1.json
+  python3 $CMP $L/bf16-base-n1.json $L/bf16-after-n1.json > $L/bf16-n1.txt 2>&1
+  python3 $CMP $L/big-base-n1.json $L/big-after-n1.json > $L/big-n1.txt 2>&1
+  run small-after-n4 90 "${E32[@]}" NTHREADS=4 "${SHARE[@]}" $A/06_symm_bench "${SMALL[@]}" --contenders fused,triton,unfused05-graph,unfused-nccl-graph --json $L/small-after-n4.json
+  for n in 1 2; do
+    run default-n$n 90 "${E32[@]}" NTHREADS=$n "${SHARE[@]}" $A/06_symm_bench --json $L/default-n$n.json
+  done
+  ;;
+perf7)
+  [ -f .carry/threads.txz ] && { mkdir -p $G && tar -xJf .carry/threads.txz -C $G; }
+  [ -f .carry/c7.txz ] && { mkdir -p $G && tar -xJf .carry/c7.txz -C $G --strip-components=1; }
+  A=$G/threads/bin
+  R=("${E32[@]}" NTHREADS=1)
+  W=(--build nvcc -b 8 -e 8 -n 1 -w 0 --trials 1)
+  run build-after 200 "${R[@]}" $A/06_symm_bench "${W[@]}" --contenders fused,triton
+  run build-c6 200 "${R[@]}" $G/c6/06_symm_bench "${W[@]}" --contenders fused,triton
+  SMALL=(--build nvcc -b 8 -e 256K -f 8 -n 20 -w 5 --trials 3)
+  BIG=(--build nvcc -b 16M -e 128M -f 8 -n 8 -w 2 --trials 3)
+  C=fused,triton,symm-layer,unfused05-graph,unfused-nccl-graph
+  for n in 1 2; do
+    Rn=("${E32[@]}" NTHREADS=$n "${SHARE[@]}")
+    for i in 1 2; do
+      run small-c6-n$n-$i 90 "${Rn[@]}" $G/c6/06_symm_bench "${SMALL[@]}" --contenders $C --json $L/small-c6-n$n-$i.json
+      run small-after-n$n-$i 90 "${Rn[@]}" $A/06_symm_bench "${SMALL[@]}" --contenders $C,fused-graph,triton-graph --json $L/small-after-n$n-$i.json
+    done
+    python3 $CMP $L/small-c6-n$n-1.json $L/small-after-n$n-1.json $L/small-c6-n$n-2.json $L/small-after-n$n-2.json > $L/small-n$n.txt 2>&1
+  done
+  for v in c6 after; do
+    b=$A; [ $v = c6 ] && b=$G/c6
+    run bf16-$v-n1 60 "${R[@]}" $b/06_symm_bench "${SMALL[@]}" --dtype bf16 --contenders fused,triton,unfused-nccl-graph --json $L/bf16-$v-n1.json
+    run big-$v-n1 90 "${R[@]}" $b/06_symm_bench "${BIG[@]}" --contenders fused,triton,unfused05,unfused05-graph,unfused-nccl-graph --json $L/big-$v-n1.json
+    run big-bf16-$v-n1 90 "${R[@]}" $b/06_symm_bench "${BIG[@]}" --dtype bf16 --contenders fused,triton,unfused-nccl-graph --json $L/big-bf16-$v-n1.json
+  done
+  python3 $CMP $L/bf16-c6-n1.json $L/bf16-after-n1.json > $L/bf16-n1.txt 2>&1
+  python3 $CMP $L/big-c6-n1.json $L/big-after-n1.json > $L/big-n1.txt 2>&1
+  python3 $CMP $L/big-bf16-c6-n1.json $L/big-bf16-after-n1.json > $L/big-bf16-n1.txt 2>&1
+  run small-after-n4 90 "${E32[@]}" NTHREADS=4 "${SHARE[@]}" $A/06_symm_bench "${SMALL[@]}" --contenders fused,triton,unfused05-graph,unfused-nccl-graph --json $L/small-after-n4.json
+  for n in 1 2; do
+    run default-n$n 90 "${E32[@]}" NTHREADS=$n "${SHARE[@]}" $A/06_symm_bench --json $L/default-n$n.json
+  done
+  ;;
+perf8)
+  [ -f .carry/threads.txz ] && { mkdir -p $G && tar -xJf .carry/threads.txz -C $G; }
+  [ -f .carry/c8.txz ] && { mkdir -p $G && tar -xJf .carry/c8.txz -C $G --strip-components=1; }
+  mkdir -p $G/after && ln -sf $G/threads/bin/06_symm_bench $G/after/06_symm_bench
+  R=("${E32[@]}" NTHREADS=1)
+  W=(--build nvcc -b 8 -e 8 -n 1 -w 0 --trials 1)
+  for v in after c6 c7; do
+    run build-$v 200 "${R[@]}" $G/$v/06_symm_bench "${W[@]}" --contenders fused,triton
+  done
+  SMALL=(--build nvcc -b 8 -e 256K -f 8 -n 20 -w 5 --trials 3)
+  BIG=(--build nvcc -b 16M -e 128M -f 8 -n 8 -w 2 --trials 3)
+  C=fused,triton,symm-layer,unfused05-graph,unfused-nccl-graph
+  for n in 1 2; do
+    Rn=("${E32[@]}" NTHREADS=$n "${SHARE[@]}")
+    for i in 1 2; do
+      for v in c6 c7 after; do
+        run small-$v-n$n-$i 90 "${Rn[@]}" $G/$v/06_symm_bench "${SMALL[@]}" --contenders $C,fused-graph,triton-graph --json $L/small-$v-n$n-$i.json
+      done
+    done
+    python3 $CMP $L/small-c6-n$n-1.json $L/small-c7-n$n-1.json $L/small-after-n$n-1.json $L/small-c6-n$n-2.json $L/small-c7-n$n-2.json $L/small-after-n$n-2.json > $L/small-n$n.txt 2>&1
+  done
+  for v in c6 c7 after; do
+    run bf16-$v-n1 60 "${R[@]}" $G/$v/06_symm_bench "${SMALL[@]}" --dtype bf16 --contenders fused,triton,unfused-nccl-graph --json $L/bf16-$v-n1.json
+    run big-$v-n1 90 "${R[@]}" $G/$v/06_symm_bench "${BIG[@]}" --contenders fused,triton,unfused05,unfused05-graph,unfused-nccl-graph --json $L/big-$v-n1.json
+    run big-bf16-$v-n1 90 "${R[@]}" $G/$v/06_symm_bench "${BIG[@]}" --dtype bf16 --contenders fused,triton,unfused-nccl-graph --json $L/big-bf16-$v-n1.json
+  done
+  for t in bf16 big big-bf16; do
+    python3 $CMP $L/$t-c6-n1.json $L/$t-c7-n1.json $L/$t-after-n1.json > $L/$t-n1.txt 2>&1
+  done
+  run small-after-n4 90 "${E32[@]}" NTHREADS=4 "${SHARE[@]}" $G/after/06_symm_bench "${SMALL[@]}" --contenders fused,triton,unfused05-graph,unfused-nccl-graph --json $L/small-after-n4.json
+  for n in 1 2; do
+    run default-n$n 90 "${E32[@]}" NTHREADS=$n "${SHARE[@]}" $G/after/06_symm_bench --json $L/default-n$n.json
+  done
+  ;;
+verify)
+  [ -f .carry/threads.txz ] && { mkdir -p $G && tar -xJf .carry/threads.txz -C $G; }
+  B=$G/threads/bin
+  run suite-threads-n2 ${SUITE_LIMIT:-330} "${E32[@]}" GPU_TEST_RANKS=2 PATH=$G/threads/bin:$PATH \
+    $G/threads/cargo-nextest nextest run --archive-file $G/threads/tests.tar.zst --workspace-remap . \
+    --run-ignored all --no-fail-fast --test-threads 1
+  for n in 2 4; do
+    R=("${E32[@]}" NTHREADS=$n "${SHARE[@]}")
+    ops=500; [ $n = 4 ] && ops=200
+    for d in f32 bf16; do
+      run 06-stress-$d-n$n 60 "${R[@]}" $B/06_symm_bench --build nvcc --contenders fused,triton --dtype $d --stress $ops -b 8 -e 1M -f 8
+      run 06-stress-one-region-$d-n$n 60 "${R[@]}" $B/06_symm_bench --build nvcc --contenders fused,triton --dtype $d --stress $ops --one-region -b 8 -e 1M -f 8
+    done
+    run 06-stress-big-n$n 90 "${R[@]}" $B/06_symm_bench --build nvcc --contenders fused,triton --stress 50 -b 2M -e 32M -f 4
+  done
+  ;;
+programs)
+  [ -f .carry/threads.txz ] && { mkdir -p $G && tar -xJf .carry/threads.txz -C $G; }
+  B=$G/threads/bin
+  for n in ${RANKS:-1 2 4}; do
+    R=("${E32[@]}" NTHREADS=$n "${SHARE[@]}")
+    [ $n = 1 ] && R=("${E32[@]}" NTHREADS=1)
+    run 01-n$n 60 "${R[@]}" $B/01_allreduce_ub
+    run 02-n$n 60 "${R[@]}" $B/02_allreduce_sm
+    run 03-n$n 60 "${R[@]}" $B/03_alltoallv_sm
+    run 04-n$n 60 "${R[@]}" $B/04_vmm_raw
+    run 05-nvcc-n$n 120 "${R[@]}" XDG_CACHE_HOME=/tmp/cache-$n $B/05_device_lsa --build nvcc
+    run 05-nvcc-cached-n$n 60 "${R[@]}" XDG_CACHE_HOME=/tmp/cache-$n $B/05_device_lsa --build nvcc
+    run 05-jit-n$n 120 "${R[@]}" $B/05_device_lsa --build jit
+    run 05b-nvcc-n$n 120 "${R[@]}" $B/05b_lsa_fast --build nvcc
+    run 05b-jit-n$n 120 "${R[@]}" $B/05b_lsa_fast --build jit
+    run 06-nvcc-n$n 120 "${R[@]}" $B/06_symm_primitive --build nvcc
+    run 06-nvcc-bf16-n$n 120 "${R[@]}" $B/06_symm_primitive --build nvcc --dtype bf16
+    run 06-jit-n$n 120 "${R[@]}" $B/06_symm_primitive --build jit
+    run 06-jit-bf16-n$n 120 "${R[@]}" $B/06_symm_primitive --build jit --dtype bf16
+    run 06b-n$n 120 "${R[@]}" $B/06b_symm_triton
+    run 06b-bf16-n$n 120 "${R[@]}" $B/06b_symm_triton --dtype bf16
+    run your-cuda-kernel-n$n 120 "${R[@]}" $B/your_cuda_kernel
+    run your-triton-kernel-n$n 120 "${R[@]}" $B/your_triton_kernel
+  done
+  ;;
+mps)
+  [ -f .carry/mpi.txz ] && { mkdir -p $G && tar -xJf .carry/mpi.txz -C $G; }
+  M=$G/mpi/bin
+  NV=/opt/torch/.venv/lib/python3.12/site-packages/nvidia/nvshmem
+  X=(-x NCCL_HOME -x NVJITLINK -x XDG_CACHE_HOME -x NCCL_MULTI_RANK_GPU_ENABLE -x NVSHMEM_HOME)
+  export CUDA_MPS_PIPE_DIRECTORY=/tmp/mps-pipe CUDA_MPS_LOG_DIRECTORY=/tmp/mps-log
+  mkdir -p -m 700 $CUDA_MPS_PIPE_DIRECTORY $CUDA_MPS_LOG_DIRECTORY
+  run mps-start 30 nvidia-cuda-mps-control -d
+  for n in 1 2; do
+    for d in f32 bf16; do
+      run 06c-$d-np$n 120 "${E32[@]}" NVSHMEM_HOME=$NV "${SHARE[@]}" mpirun -np $n --oversubscribe "${X[@]}" $M/06c_symm_nvshmem --dtype $d
+    done
+  done
+  run 06c-stress-np2 120 "${E32[@]}" NVSHMEM_HOME=$NV "${SHARE[@]}" mpirun -np 2 --oversubscribe "${X[@]}" $M/06_symm_bench --backend nvshmem --contenders fused --stress 300 -b 8 -e 1M -f 8
+  run mps-stop 30 sh -c 'echo quit | nvidia-cuda-mps-control'
+  ;;
+ncu1)
+  R=("${E32[@]}" NTHREADS=1)
+  N=(ncu --cache-control none --clock-control none --launch-skip 20 --launch-count 1
+     --section SpeedOfLight --section WarpStateStats --section InstructionStats
+     --section SourceCounters --section LaunchStats)
+  A=(--build nvcc -b 8 -e 8 -n 20 -w 5 --trials 1)
+  run ncu-fused-8 120 "${R[@]}" "${N[@]}" -k regex:tp_tail_fused -o $L/fused-8 $G/base/06_symm_bench "${A[@]}" --contenders fused
+  run ncu-triton-8 120 "${R[@]}" "${N[@]}" -k regex:tp_tail_triton -o $L/triton-8 $G/base/06_symm_bench "${A[@]}" --contenders triton
+  run ncu-symm-8 120 "${R[@]}" "${N[@]}" -k regex:symm_all_reduce_kernel -o $L/symm-8 $G/base/06_symm_bench "${A[@]}" --contenders symm-layer
+  for r in fused-8 triton-8 symm-8; do
+    [ -f $L/$r.ncu-rep ] || continue
+    ncu -i $L/$r.ncu-rep --page details > $L/$r-details.txt 2>&1
+    ncu -i $L/$r.ncu-rep --page source --csv --print-source sass > $L/$r-sass.csv 2>&1
+  done
+  ;;
+esac
