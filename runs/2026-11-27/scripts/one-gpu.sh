@@ -39,6 +39,12 @@
 #   PART=programs every program at $RANKS (default "1 2 4") ranks
 #   PART=mps    carry .carry/mpi.txz: 06c (NVSHMEM) at 1 and 2 PEs under a
 #               private MPS daemon, float32 and bfloat16, and its stress mode
+#   PART=ncu2   carry .carry/ncu.txz (the kept build's 06_symm_bench in
+#               $G/final, change 7's first in $G/c7): ncu on tp_tail_fused at
+#               8 B and 32 KiB, one rank, both builds, and on the Triton kernel:
+#               duration, instructions executed, and the warps' stall reasons
+#               per issued instruction, instruction fetch ("no instruction")
+#               among them; the kernels' code size (cuobjdump of the cubins)
 #   PART=ncu1   after exp1: ncu on the fused CUDA and Triton kernels and the
 #               AllReduce alone at 8 B, one rank, with the SASS source page
 # Logs go to $OUT/$CALL/ (index.txt: each step's exit code), returned as
@@ -75,7 +81,7 @@ CMP=runs/2026-11-25/scripts/compare.py
 finish() { tar czf "$OUT/$CALL.tgz" -C "$OUT" "$CALL" && rm -rf "$L"; }
 trap finish EXIT
 
-case ${PART:?PART=stage|exp1|exp2|perf|perf7|perf8|verify|programs|mps|ncu1} in
+case ${PART:?PART=stage|exp1|exp2|perf|perf7|perf8|verify|programs|mps|ncu2|ncu1} in
 stage)
   mkdir -p $J /tmp/jit
   if [ -f .nccl/nccl-2.32.3.tar.xz ]; then
@@ -328,6 +334,25 @@ mps)
   done
   run 06c-stress-np2 120 "${E32[@]}" NVSHMEM_HOME=$NV "${SHARE[@]}" mpirun -np 2 --oversubscribe "${X[@]}" $M/06_symm_bench --backend nvshmem --contenders fused --stress 300 -b 8 -e 1M -f 8
   run mps-stop 30 sh -c 'echo quit | nvidia-cuda-mps-control'
+  ;;
+ncu2)
+  [ -f .carry/ncu.txz ] && { mkdir -p $G && tar -xJf .carry/ncu.txz -C $G --strip-components=1; }
+  R=("${E32[@]}" NTHREADS=1)
+  M=gpu__time_duration.sum,smsp__inst_executed.sum,sm__warps_active.avg.pct_of_peak_sustained_active
+  for r in no_instruction long_scoreboard short_scoreboard barrier wait membar branch_resolving lg_throttle math_pipe_throttle; do
+    M=$M,smsp__average_warps_issue_stalled_${r}_per_issue_active.ratio
+  done
+  N=(ncu --cache-control none --clock-control none --launch-skip 20 --launch-count 3 --metrics $M)
+  for v in final c7; do
+    run build-$v 200 "${R[@]}" XDG_CACHE_HOME=/tmp/cache-$v $G/$v/06_symm_bench --build nvcc -b 8 -e 8 -n 1 -w 0 --trials 1 --contenders fused,triton
+    for b in 8 32K; do
+      run ncu-fused-$v-$b 120 "${R[@]}" XDG_CACHE_HOME=/tmp/cache-$v "${N[@]}" -k regex:tp_tail_fused $G/$v/06_symm_bench --build nvcc --contenders fused -b $b -e $b -n 20 -w 5 --trials 1
+    done
+    # The cubins, for their code size (cuobjdump on the build machine).
+    find /tmp/cache-$v -name "*tp_tail*.cubin" | while read -r c; do cp "$c" "$L/$v-$(basename "$c")"; done
+  done
+  run ncu-triton-final-8 120 "${R[@]}" XDG_CACHE_HOME=/tmp/cache-final "${N[@]}" -k regex:tp_tail_triton $G/final/06_symm_bench --build nvcc --contenders triton -b 8 -e 8 -n 20 -w 5 --trials 1
+  run ncu-symm-final-8 120 "${R[@]}" XDG_CACHE_HOME=/tmp/cache-final "${N[@]}" -k regex:symm_all_reduce_kernel $G/final/06_symm_bench --build nvcc --contenders symm-layer -b 8 -e 8 -n 20 -w 5 --trials 1
   ;;
 ncu1)
   R=("${E32[@]}" NTHREADS=1)
