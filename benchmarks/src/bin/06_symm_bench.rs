@@ -1343,24 +1343,24 @@ fn run_layer(
         return allreduce::publish_stress_where(ctx, &args.stress, &stressed, placement)
             .map(|()| Vec::new());
     }
-    if sizes.iter().any(|&bytes| bytes >= FLOOR_FROM_BYTES) {
+    // Rank 0 alone measures and prints: where ranks share its GPU, their
+    // copies at the same time would halve the rate it reads.
+    if ctx.is_root() && sizes.iter().any(|&bytes| bytes >= FLOOR_FROM_BYTES) {
         let copied = capacity.min(COPY_RATE_BYTES);
         let rate = copy_rate(stream, &residual, &out, copied)?;
-        if ctx.is_root() {
-            eprintln!(
-                "note: the layer's floor: {FLOOR_PASSES} passes over the partial output at this GPU's copy rate, {:.2} TB/s (cuMemcpyDtoDAsync of {} MiB, bytes read + written){}",
-                rate / 1e12,
-                copied >> 20,
-                if ctx.size() > 1 { "; the AllReduce's own traffic is not counted" } else { "" }
-            );
-            for (&contender, rows) in contenders.iter().zip(&rows) {
-                if contender == Contender::SymmLayer {
-                    continue;
-                }
-                for row in rows.iter().filter(|r| r.bytes >= FLOOR_FROM_BYTES) {
-                    let name = series_name(contender, args.backend);
-                    eprintln!("note:   {}", floor_note(&name, row, rate));
-                }
+        eprintln!(
+            "note: the layer's floor: {FLOOR_PASSES} passes over the partial output at this GPU's copy rate, {:.2} TB/s (cuMemcpyDtoDAsync of {} MiB, bytes read + written){}",
+            rate / 1e12,
+            copied >> 20,
+            if ctx.size() > 1 { "; the AllReduce's own traffic is not counted" } else { "" }
+        );
+        for (&contender, rows) in contenders.iter().zip(&rows) {
+            if contender == Contender::SymmLayer {
+                continue;
+            }
+            let name = series_name(contender, args.backend);
+            for row in rows.iter().filter(|r| r.bytes >= FLOOR_FROM_BYTES) {
+                eprintln!("note:   {}", floor_note(&name, row, rate));
             }
         }
     }
