@@ -1352,7 +1352,7 @@ fn run_layer(
             "note: the layer's floor: {FLOOR_PASSES} passes over the partial output at this GPU's copy rate, {:.2} TB/s (cuMemcpyDtoDAsync of {} MiB, bytes read + written){}",
             rate / 1e12,
             copied >> 20,
-            if ctx.size() > 1 { "; the AllReduce's own traffic is not counted" } else { "" }
+            floor_caveats(ctx.size(), ctx.ranks_per_gpu())
         );
         for (&contender, rows) in contenders.iter().zip(&rows) {
             if contender == Contender::SymmLayer {
@@ -1413,6 +1413,20 @@ fn copy_rate(
     let end = stream.record_event(timed).context("cuEventRecord")?;
     let ms = f64::from(start.elapsed_ms(&end).context("cuEventElapsedTime")?);
     Ok((2 * bytes * COPIES) as f64 / (ms * 1e-3))
+}
+
+/// What the floor leaves out at `ranks` ranks, `per_gpu` of them on one GPU.
+fn floor_caveats(ranks: usize, per_gpu: usize) -> String {
+    let mut caveats = String::new();
+    if ranks > 1 {
+        caveats.push_str("; the AllReduce's own traffic is not counted");
+    }
+    if per_gpu > 1 {
+        caveats.push_str(&format!(
+            "; {per_gpu} ranks share this GPU and each moves its own passes: the floor is one rank's"
+        ));
+    }
+    caveats
 }
 
 /// One contender's time at one size against the layer's floor: its bytes
@@ -1782,6 +1796,20 @@ mod tests {
         assert_eq!(
             floor_note("fused-nccl", &row, 3e12),
             "fused-nccl 134217728 B: floor 223.7 us, took 300.0 us: 75 % of the floor's rate"
+        );
+    }
+
+    /// The floor's header says what it leaves out: nothing at one rank.
+    #[test]
+    fn the_floor_names_what_it_leaves_out() {
+        assert_eq!(floor_caveats(1, 1), "");
+        assert_eq!(
+            floor_caveats(2, 1),
+            "; the AllReduce's own traffic is not counted"
+        );
+        assert_eq!(
+            floor_caveats(2, 2),
+            "; the AllReduce's own traffic is not counted; 2 ranks share this GPU and each moves its own passes: the floor is one rank's"
         );
     }
 
