@@ -39,6 +39,10 @@
 #   PART=programs every program at $RANKS (default "1 2 4") ranks
 #   PART=mps    carry .carry/mpi.txz: 06c (NVSHMEM) at 1 and 2 PEs under a
 #               private MPS daemon, float32 and bfloat16, and its stress mode
+#   PART=last   after ea94c97 (the floor's copy rate measured by rank 0 alone;
+#               carry .carry/threads.txz): the thread suite at GPU_TEST_RANKS=2,
+#               the stress mode at 2 ranks, and 16 and 128 MiB at 1 and 2 ranks
+#               with the floor's note
 #   PART=ncu2   carry .carry/ncu.txz (the kept build's 06_symm_bench in
 #               $G/final, change 7's first in $G/c7): ncu on tp_tail_fused at
 #               8 B and 32 KiB, one rank, both builds, and on the Triton kernel:
@@ -81,7 +85,7 @@ CMP=runs/2026-11-25/scripts/compare.py
 finish() { tar czf "$OUT/$CALL.tgz" -C "$OUT" "$CALL" && rm -rf "$L"; }
 trap finish EXIT
 
-case ${PART:?PART=stage|exp1|exp2|perf|perf7|perf8|verify|programs|mps|ncu2|ncu1} in
+case ${PART:?PART=stage|exp1|exp2|perf|perf7|perf8|verify|programs|mps|last|ncu2|ncu1} in
 stage)
   mkdir -p $J /tmp/jit
   if [ -f .nccl/nccl-2.32.3.tar.xz ]; then
@@ -334,6 +338,19 @@ mps)
   done
   run 06c-stress-np2 120 "${E32[@]}" NVSHMEM_HOME=$NV "${SHARE[@]}" mpirun -np 2 --oversubscribe "${X[@]}" $M/06_symm_bench --backend nvshmem --contenders fused --stress 300 -b 8 -e 1M -f 8
   run mps-stop 30 sh -c 'echo quit | nvidia-cuda-mps-control'
+  ;;
+last)
+  [ -f .carry/threads.txz ] && { mkdir -p $G && tar -xJf .carry/threads.txz -C $G; }
+  B=$G/threads/bin
+  run suite-threads-n2 ${SUITE_LIMIT:-330} "${E32[@]}" GPU_TEST_RANKS=2 PATH=$G/threads/bin:$PATH \
+    $G/threads/cargo-nextest nextest run --archive-file $G/threads/tests.tar.zst --workspace-remap . \
+    --run-ignored all --no-fail-fast --test-threads 1
+  R2=("${E32[@]}" NTHREADS=2 "${SHARE[@]}")
+  run 06-stress-n2 60 "${R2[@]}" $B/06_symm_bench --build nvcc --contenders fused,triton --stress 500 -b 8 -e 1M -f 8
+  run 06-stress-big-n2 90 "${R2[@]}" $B/06_symm_bench --build nvcc --contenders fused,triton --stress 50 -b 2M -e 32M -f 4
+  for n in 1 2; do
+    run big-n$n 90 "${E32[@]}" NTHREADS=$n "${SHARE[@]}" $B/06_symm_bench --build nvcc -b 16M -e 128M -f 8 -n 8 -w 2 --trials 3 --contenders fused,triton,unfused05-graph --json $L/big-n$n.json
+  done
   ;;
 ncu2)
   [ -f .carry/ncu.txz ] && { mkdir -p $G && tar -xJf .carry/ncu.txz -C $G --strip-components=1; }
