@@ -16,43 +16,44 @@ __device__ __forceinline__ float tp_load(const void* p, size_t i, int dtype) {
                                      : symm_bf16_to_f32(((const unsigned short*)p)[i]);
 }
 __device__ __forceinline__ void tp_store(void* p, size_t i, int dtype, float v) {
-  if (dtype == SYMM_DTYPE_FLOAT32) {
-    ((float*)p)[i] = v;
-  } else {
-    ((unsigned short*)p)[i] = symm_f32_to_bf16(v);
-  }
+  if (dtype == SYMM_DTYPE_FLOAT32) ((float*)p)[i] = v;
+  else ((unsigned short*)p)[i] = symm_f32_to_bf16(v);
 }
 
-// One block of SYMM_THREADS per multiprocessor (the fused launch is
-// cooperative; the unfused ones use the same grid) leaves SYMM_THREADS / 32
-// warps to hide latency with, so each thread keeps several independent loads
-// in flight (PERF_NOTES.md measures what that bought):
+// One block of SYMM_THREADS per multiprocessor (the fused launch is cooperative;
+// the unfused ones use the same grid) leaves SYMM_THREADS / 32 warps to hide
+// latency with, so each thread keeps several loads in flight (PERF_NOTES.md):
 //   TP_TILE_TOKENS   tokens per compute tile: each weight loaded serves as many
 //   TP_TILE_COLUMNS  tile columns per thread: each activation serves as many
 //   TP_ROW_ITEMS     row elements an epilogue thread loads before using one
 //   TP_K_CHUNK       input features (j) of activations staged in shared memory
-//   TP_K_STEP        j whose weights a thread loads before their first fma
+//   TP_K_STEP        j whose weights a thread (one column) loads before its fmas
+//   TP_K_HELD        the same at TP_TILE_COLUMNS, kept from tile to tile if k fits
 #define TP_TILE_TOKENS 8
 #define TP_TILE_COLUMNS 4
 #define TP_ROW_ITEMS 8
 #define TP_K_STEP 8
+#define TP_K_HELD 16
 #define TP_K_CHUNK 64
 
 // Phase "compute": partial[t, i] = sum_j x[t, j] w[j, i], by tiles of
 // TP_TILE_TOKENS tokens x COLUMNS * blockDim.x columns. A thread owns COLUMNS
 // columns blockDim.x apart (coalesced) and keeps their sums in registers. The
 // tile's activations go to shared memory TP_K_CHUNK j at a time (one round trip
-// per block, then broadcast reads); then per TP_K_STEP j a thread loads all its
-// weights before the first fma. Every j of a step runs its fmas (0s past the
-// chunk's end): with a branch per j the compiler moved each j's loads down to
-// their use (call 117).
-template <int COLUMNS>
+// per block, then broadcast reads); then per STEP j a thread loads all its
+// weights before the first fma, and keeps them for the block's next tile where
+// one step covers k and the columns stay (PERF_NOTES.md, change 8). Every j of a
+// step runs its fmas (0s past the chunk's end): with a branch per j the compiler
+// moved each j's loads down to their use (call 117).
+template <int COLUMNS, int STEP>
 __device__ __forceinline__ void tp_partial_tiles(const float* x, const float* w, void* partial,
                                                  int tokens, int hidden, int k, int dtype) {
   __shared__ float xs[TP_K_CHUNK][TP_TILE_TOKENS];
   const int tile_width = COLUMNS * blockDim.x;
   const int column_tiles = (hidden + tile_width - 1) / tile_width;
   const int tiles = (tokens + TP_TILE_TOKENS - 1) / TP_TILE_TOKENS * column_tiles;
+  float wj[STEP][COLUMNS];
+  int held = -1;  // the first column whose weights wj holds, where k <= STEP
   for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
     const int t0 = tile / column_tiles * TP_TILE_TOKENS;
     const int i0 = tile % column_tiles * tile_width + threadIdx.x;
@@ -60,26 +61,26 @@ __device__ __forceinline__ void tp_partial_tiles(const float* x, const float* w,
     for (int c0 = 0; c0 < k; c0 += TP_K_CHUNK) {
       const int chunk = min(TP_K_CHUNK, k - c0);
       __syncthreads();  // every thread is done with the previous chunk
-      // Rows past `tokens` load the last token's activations (in bounds);
-      // their sums are not stored.
+      // Rows past `tokens` load the last token's (in bounds); their sums are not stored.
       for (int e = threadIdx.x; e < chunk * TP_TILE_TOKENS; e += blockDim.x) {
         const int u = e / chunk, j = e % chunk;  // neighbours load neighbouring j
         xs[j][u] = x[(size_t)min(t0 + u, tokens - 1) * k + c0 + j];
       }
       __syncthreads();
-      for (int s0 = 0; s0 < chunk; s0 += TP_K_STEP) {
-        float wj[TP_K_STEP][COLUMNS];
+      for (int s0 = 0; s0 < chunk; s0 += STEP) {
+        if (k > STEP || i0 != held) {
 #pragma unroll
-        for (int s = 0; s < TP_K_STEP; s++) {
-          const size_t j = c0 + min(s0 + s, chunk - 1);
+          for (int s = 0; s < STEP; s++) {
+            const size_t j = c0 + min(s0 + s, chunk - 1);
 #pragma unroll
-          for (int c = 0; c < COLUMNS; c++) {
-            const int i = i0 + c * blockDim.x;
-            wj[s][c] = s0 + s < chunk && i < hidden ? w[j * hidden + i] : 0.0f;
+            for (int c = 0; c < COLUMNS; c++) {
+              const int i = i0 + c * blockDim.x;
+              wj[s][c] = s0 + s < chunk && i < hidden ? w[j * hidden + i] : 0.0f;
+            }
           }
         }
 #pragma unroll
-        for (int s = 0; s < TP_K_STEP; s++) {
+        for (int s = 0; s < STEP; s++) {
 #pragma unroll
           for (int u = 0; u < TP_TILE_TOKENS; u++) {
             const float xj = s0 + s < chunk ? xs[s0 + s][u] : 0.0f;
@@ -91,6 +92,7 @@ __device__ __forceinline__ void tp_partial_tiles(const float* x, const float* w,
         }
       }
     }
+    held = i0;
 #pragma unroll
     for (int u = 0; u < TP_TILE_TOKENS; u++) {
 #pragma unroll
@@ -111,9 +113,9 @@ __device__ __forceinline__ void tp_partial(const float* x, const float* w, void*
   const int wide = TP_TILE_COLUMNS * blockDim.x;
   const int tiles = (tokens + TP_TILE_TOKENS - 1) / TP_TILE_TOKENS * ((hidden + wide - 1) / wide);
   if (tiles < (int)gridDim.x) {
-    tp_partial_tiles<1>(x, w, partial, tokens, hidden, k, dtype);
+    tp_partial_tiles<1, TP_K_STEP>(x, w, partial, tokens, hidden, k, dtype);
   } else {
-    tp_partial_tiles<TP_TILE_COLUMNS>(x, w, partial, tokens, hidden, k, dtype);
+    tp_partial_tiles<TP_TILE_COLUMNS, TP_K_HELD>(x, w, partial, tokens, hidden, k, dtype);
   }
 }
 
@@ -126,8 +128,7 @@ __device__ __forceinline__ float tp_round(float v, int dtype) {
 __device__ __forceinline__ float tp_block_sum(float v, float* scratch) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  if (lane == 0) scratch[warp] = v;
+  if (threadIdx.x % 32 == 0) scratch[threadIdx.x / 32] = v;
   __syncthreads();
   float total = 0.0f;
   for (int w = 0; w < (int)(blockDim.x / 32); w++) total += scratch[w];
@@ -135,10 +136,9 @@ __device__ __forceinline__ float tp_block_sum(float v, float* scratch) {
   return total;
 }
 
-// Phase "epilogue": one token (row) per block at a time. h = sum + residual
-// becomes the new residual; the row's mean square gives the RMSNorm's scale.
-// A thread loads TP_ROW_ITEMS of the row's elements (i, i + blockDim.x, ...:
-// coalesced) before it uses the first, so that their loads fly together.
+// Phase "epilogue": one token (row) per block at a time; h = sum + residual is the
+// new residual, the row's mean square the RMSNorm's scale. A thread loads
+// TP_ROW_ITEMS of the row (i, i + blockDim.x, ...) before it uses the first.
 __device__ __forceinline__ void tp_epilogue(const void* sum, void* residual, const float* gamma,
                                             void* out, int tokens, int hidden, float eps,
                                             int dtype) {
