@@ -33,6 +33,18 @@
 #               change 6's 06_symm_bench in $G/c6, change 7's as first run in
 #               $G/c7): the three at 1 and 2 ranks, float32 and bfloat16, small
 #               and large sizes; 4 ranks; the default sweeps' wall time
+#   PART=perf9  change 8 (carry .carry/c9.txz: 083ecbd's 06_symm_bench in
+#               $G/base, this build's in $G/after, and in $G/exp this build's
+#               with Triton's BLOCK_T = 32): the three at 1 and 2 ranks,
+#               float32 and bfloat16, small and large sizes; the default
+#               sweeps' wall time; ncu's stall samples per instruction of
+#               both fused kernels at 32 KiB
+#   PART=perf10 change 9 (carry .carry/c10.txz: 083ecbd's 06_symm_bench in
+#               $G/base, change 8's in $G/c8, this build's in $G/c9, and in
+#               $G/exp this build's with Triton's BLOCK_T = 32, built into its
+#               own target directory): the four at 1 rank, float32 and
+#               bfloat16, small and large sizes, and at 2 ranks small sizes;
+#               the default sweeps' wall time
 #   PART=verify the thread suite at GPU_TEST_RANKS=2; 06_symm_bench's stress
 #               mode on both fused kernels at 2 and 4 ranks (f32, bf16,
 #               one-region)
@@ -49,6 +61,9 @@
 #               duration, instructions executed, and the warps' stall reasons
 #               per issued instruction, instruction fetch ("no instruction")
 #               among them; the kernels' code size (cuobjdump of the cubins)
+#   PART=ncu3   carry .carry/threads.txz: ncu on tp_compute (the compute
+#               phase alone, from the unfused05 contender) and tp_tail_fused at
+#               128 MiB, one rank: throughput, memory, stall reasons, scheduler
 #   PART=ncu1   after exp1: ncu on the fused CUDA and Triton kernels and the
 #               AllReduce alone at 8 B, one rank, with the SASS source page
 # Logs go to $OUT/$CALL/ (index.txt: each step's exit code), returned as
@@ -85,7 +100,7 @@ CMP=runs/2026-11-25/scripts/compare.py
 finish() { tar czf "$OUT/$CALL.tgz" -C "$OUT" "$CALL" && rm -rf "$L"; }
 trap finish EXIT
 
-case ${PART:?PART=stage|exp1|exp2|perf|perf7|perf8|verify|programs|mps|last|ncu2|ncu1} in
+case ${PART:?PART=stage|exp1|exp2|perf|perf7|perf8|perf9|perf10|ncu3|verify|programs|mps|last|ncu2|ncu1} in
 stage)
   mkdir -p $J /tmp/jit
   if [ -f .nccl/nccl-2.32.3.tar.xz ]; then
@@ -282,6 +297,88 @@ perf8)
     run default-n$n 90 "${E32[@]}" NTHREADS=$n "${SHARE[@]}" $G/after/06_symm_bench --json $L/default-n$n.json
   done
   ;;
+perf9)
+  [ -f .carry/c9.txz ] && { mkdir -p $G && tar -xJf .carry/c9.txz -C $G --strip-components=1; }
+  R=("${E32[@]}" NTHREADS=1)
+  W=(--build nvcc -b 8 -e 8 -n 1 -w 0 --trials 1)
+  for v in base after exp; do
+    run build-$v 200 "${R[@]}" XDG_CACHE_HOME=/tmp/cache-$v $G/$v/06_symm_bench "${W[@]}" --contenders fused,triton
+  done
+  SMALL=(--build nvcc -b 8 -e 256K -f 8 -n 20 -w 5 --trials 3)
+  BIG=(--build nvcc -b 16M -e 128M -f 8 -n 8 -w 2 --trials 3)
+  C=fused,triton,symm-layer,unfused05-graph,unfused-nccl-graph
+  for n in 1 2; do
+    Rn=("${E32[@]}" NTHREADS=$n "${SHARE[@]}")
+    for i in 1 2; do
+      for v in base after exp; do
+        run small-$v-n$n-$i 90 "${Rn[@]}" XDG_CACHE_HOME=/tmp/cache-$v $G/$v/06_symm_bench "${SMALL[@]}" --contenders $C --json $L/small-$v-n$n-$i.json
+      done
+    done
+    python3 $CMP $L/small-base-n$n-1.json $L/small-after-n$n-1.json $L/small-exp-n$n-1.json $L/small-base-n$n-2.json $L/small-after-n$n-2.json $L/small-exp-n$n-2.json > $L/small-n$n.txt 2>&1
+  done
+  for i in 1 2; do
+    for v in base after exp; do
+      Rv=("${R[@]}" XDG_CACHE_HOME=/tmp/cache-$v)
+      run bf16-$v-$i 60 "${Rv[@]}" $G/$v/06_symm_bench "${SMALL[@]}" --dtype bf16 --contenders fused,triton,unfused-nccl-graph --json $L/bf16-$v-$i.json
+      run big-$v-$i 90 "${Rv[@]}" $G/$v/06_symm_bench "${BIG[@]}" --contenders fused,triton,unfused05-graph,unfused-nccl-graph --json $L/big-$v-$i.json
+      run big-bf16-$v-$i 90 "${Rv[@]}" $G/$v/06_symm_bench "${BIG[@]}" --dtype bf16 --contenders fused,triton,unfused-nccl-graph --json $L/big-bf16-$v-$i.json
+    done
+  done
+  for t in bf16 big big-bf16; do
+    python3 $CMP $L/$t-base-1.json $L/$t-after-1.json $L/$t-exp-1.json $L/$t-base-2.json $L/$t-after-2.json $L/$t-exp-2.json > $L/$t-n1.txt 2>&1
+  done
+  for v in base after; do
+    run big-$v-n2 90 "${E32[@]}" NTHREADS=2 "${SHARE[@]}" XDG_CACHE_HOME=/tmp/cache-$v $G/$v/06_symm_bench "${BIG[@]}" --contenders fused,triton,unfused05-graph --json $L/big-$v-n2.json
+  done
+  python3 $CMP $L/big-base-n2.json $L/big-after-n2.json > $L/big-n2.txt 2>&1
+  for n in 1 2; do
+    run default-n$n 90 "${E32[@]}" NTHREADS=$n "${SHARE[@]}" XDG_CACHE_HOME=/tmp/cache-after $G/after/06_symm_bench --json $L/default-n$n.json
+  done
+  # Where the small sizes wait: ncu's warp-stall samples per SASS instruction,
+  # this build's fused CUDA and Triton kernels at 32 KiB, one rank.
+  N=(ncu --cache-control none --clock-control none --launch-skip 20 --launch-count 1
+     --section WarpStateStats --section SourceCounters)
+  A=(--build nvcc -b 32K -e 32K -n 20 -w 5 --trials 1)
+  for k in fused triton; do
+    run ncu-$k-32K 120 "${R[@]}" XDG_CACHE_HOME=/tmp/cache-after "${N[@]}" -k regex:tp_tail_$k -o $L/$k-32K $G/after/06_symm_bench "${A[@]}" --contenders $k
+    [ -f $L/$k-32K.ncu-rep ] && ncu -i $L/$k-32K.ncu-rep --page source --csv --print-source sass > $L/$k-32K-sass.csv 2>&1
+  done
+  ;;
+perf10)
+  [ -f .carry/c10.txz ] && { mkdir -p $G && tar -xJf .carry/c10.txz -C $G --strip-components=1; }
+  R=("${E32[@]}" NTHREADS=1)
+  W=(--build nvcc -b 8 -e 8 -n 1 -w 0 --trials 1)
+  V="base c8 c9 exp"
+  for v in $V; do
+    run build-$v 200 "${R[@]}" XDG_CACHE_HOME=/tmp/cache-$v $G/$v/06_symm_bench "${W[@]}" --contenders fused,triton
+  done
+  SMALL=(--build nvcc -b 8 -e 256K -f 8 -n 20 -w 5 --trials 3)
+  BIG=(--build nvcc -b 16M -e 128M -f 8 -n 8 -w 2 --trials 3)
+  C=fused,triton,symm-layer,unfused05-graph,unfused-nccl-graph
+  for i in 1 2; do
+    for v in $V; do
+      Rv=("${R[@]}" XDG_CACHE_HOME=/tmp/cache-$v)
+      run small-$v-$i 90 "${Rv[@]}" $G/$v/06_symm_bench "${SMALL[@]}" --contenders $C --json $L/small-$v-$i.json
+      run big-$v-$i 90 "${Rv[@]}" $G/$v/06_symm_bench "${BIG[@]}" --contenders fused,triton,unfused05-graph,unfused-nccl-graph --json $L/big-$v-$i.json
+    done
+  done
+  for v in $V; do
+    Rv=("${R[@]}" XDG_CACHE_HOME=/tmp/cache-$v)
+    run bf16-$v 60 "${Rv[@]}" $G/$v/06_symm_bench "${SMALL[@]}" --dtype bf16 --contenders fused,triton,unfused-nccl-graph --json $L/bf16-$v.json
+    run big-bf16-$v 90 "${Rv[@]}" $G/$v/06_symm_bench "${BIG[@]}" --dtype bf16 --contenders fused,triton,unfused-nccl-graph --json $L/big-bf16-$v.json
+    run small-$v-n2 90 "${E32[@]}" NTHREADS=2 "${SHARE[@]}" XDG_CACHE_HOME=/tmp/cache-$v $G/$v/06_symm_bench "${SMALL[@]}" --contenders fused,triton,unfused05-graph,unfused-nccl-graph --json $L/small-$v-n2.json
+  done
+  for t in small big; do
+    python3 $CMP $L/$t-base-1.json $L/$t-c8-1.json $L/$t-c9-1.json $L/$t-exp-1.json $L/$t-base-2.json $L/$t-c8-2.json $L/$t-c9-2.json $L/$t-exp-2.json > $L/$t-n1.txt 2>&1
+  done
+  for t in bf16 big-bf16; do
+    python3 $CMP $L/$t-base.json $L/$t-c8.json $L/$t-c9.json $L/$t-exp.json > $L/$t-n1.txt 2>&1
+  done
+  python3 $CMP $L/small-base-n2.json $L/small-c8-n2.json $L/small-c9-n2.json $L/small-exp-n2.json > $L/small-n2.txt 2>&1
+  for n in 1 2; do
+    run default-n$n 90 "${E32[@]}" NTHREADS=$n "${SHARE[@]}" XDG_CACHE_HOME=/tmp/cache-c9 $G/c9/06_symm_bench --json $L/default-n$n.json
+  done
+  ;;
 verify)
   [ -f .carry/threads.txz ] && { mkdir -p $G && tar -xJf .carry/threads.txz -C $G; }
   B=$G/threads/bin
@@ -370,6 +467,18 @@ ncu2)
   done
   run ncu-triton-final-8 120 "${R[@]}" XDG_CACHE_HOME=/tmp/cache-final "${N[@]}" -k regex:tp_tail_triton $G/final/06_symm_bench --build nvcc --contenders triton -b 8 -e 8 -n 20 -w 5 --trials 1
   run ncu-symm-final-8 120 "${R[@]}" XDG_CACHE_HOME=/tmp/cache-final "${N[@]}" -k regex:symm_all_reduce_kernel $G/final/06_symm_bench --build nvcc --contenders symm-layer -b 8 -e 8 -n 20 -w 5 --trials 1
+  ;;
+ncu3)
+  [ -f .carry/threads.txz ] && { mkdir -p $G && tar -xJf .carry/threads.txz -C $G; }
+  R=("${E32[@]}" NTHREADS=1 XDG_CACHE_HOME=/tmp/cache-ncu3)
+  N=(ncu --cache-control all --clock-control none --launch-skip 3 --launch-count 1
+     --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats
+     --section SchedulerStats --section Occupancy --section LaunchStats)
+  A=(--build nvcc -b 128M -e 128M -n 5 -w 1 --trials 1)
+  run build-ncu3 200 "${R[@]}" $G/threads/bin/06_symm_bench --build nvcc -b 8 -e 8 -n 1 -w 0 --trials 1 --contenders fused,unfused05
+  run ncu-compute-128M 120 "${R[@]}" "${N[@]}" -k regex:tp_compute $G/threads/bin/06_symm_bench "${A[@]}" --contenders unfused05
+  run ncu-fused-128M 120 "${R[@]}" "${N[@]}" -k regex:tp_tail_fused $G/threads/bin/06_symm_bench "${A[@]}" --contenders fused
+  run ncu-epilogue-128M 120 "${R[@]}" "${N[@]}" -k regex:tp_residual_rmsnorm $G/threads/bin/06_symm_bench "${A[@]}" --contenders unfused05
   ;;
 ncu1)
   R=("${E32[@]}" NTHREADS=1)
