@@ -61,6 +61,10 @@
 #               duration, instructions executed, and the warps' stall reasons
 #               per issued instruction, instruction fetch ("no instruction")
 #               among them; the kernels' code size (cuobjdump of the cubins)
+#   PART=perf11 change 10 (carry .carry/c11.txz: change 8's 06_symm_bench in
+#               $G/c8, this build's in $G/c10): the two, in turn, twice at 1
+#               rank, float32 small and large sizes; bfloat16 large and 2
+#               ranks small once each
 #   PART=ncu3   carry .carry/threads.txz: ncu on tp_compute (the compute
 #               phase alone, from the unfused05 contender) and tp_tail_fused at
 #               128 MiB, one rank: throughput, memory, stall reasons, scheduler
@@ -100,7 +104,7 @@ CMP=runs/2026-11-25/scripts/compare.py
 finish() { tar czf "$OUT/$CALL.tgz" -C "$OUT" "$CALL" && rm -rf "$L"; }
 trap finish EXIT
 
-case ${PART:?PART=stage|exp1|exp2|perf|perf7|perf8|perf9|perf10|ncu3|verify|programs|mps|last|ncu2|ncu1} in
+case ${PART:?PART=stage|exp1|exp2|perf|perf7|perf8|perf9|perf10|perf11|ncu3|verify|programs|mps|last|ncu2|ncu1} in
 stage)
   mkdir -p $J /tmp/jit
   if [ -f .nccl/nccl-2.32.3.tar.xz ]; then
@@ -467,6 +471,34 @@ ncu2)
   done
   run ncu-triton-final-8 120 "${R[@]}" XDG_CACHE_HOME=/tmp/cache-final "${N[@]}" -k regex:tp_tail_triton $G/final/06_symm_bench --build nvcc --contenders triton -b 8 -e 8 -n 20 -w 5 --trials 1
   run ncu-symm-final-8 120 "${R[@]}" XDG_CACHE_HOME=/tmp/cache-final "${N[@]}" -k regex:symm_all_reduce_kernel $G/final/06_symm_bench --build nvcc --contenders symm-layer -b 8 -e 8 -n 20 -w 5 --trials 1
+  ;;
+perf11)
+  [ -f .carry/c11.txz ] && { mkdir -p $G && tar -xJf .carry/c11.txz -C $G --strip-components=1; }
+  R=("${E32[@]}" NTHREADS=1)
+  W=(--build nvcc -b 8 -e 8 -n 1 -w 0 --trials 1)
+  V="c8 c10"
+  for v in $V; do
+    run build-$v 200 "${R[@]}" XDG_CACHE_HOME=/tmp/cache-$v $G/$v/06_symm_bench "${W[@]}" --contenders fused
+  done
+  SMALL=(--build nvcc -b 8 -e 256K -f 8 -n 20 -w 5 --trials 3)
+  BIG=(--build nvcc -b 16M -e 128M -f 8 -n 8 -w 2 --trials 3)
+  for i in 1 2; do
+    for v in $V; do
+      Rv=("${R[@]}" XDG_CACHE_HOME=/tmp/cache-$v)
+      run small-$v-$i 60 "${Rv[@]}" $G/$v/06_symm_bench "${SMALL[@]}" --contenders fused,unfused-nccl-graph --json $L/small-$v-$i.json
+      run big-$v-$i 60 "${Rv[@]}" $G/$v/06_symm_bench "${BIG[@]}" --contenders fused,unfused05-graph,unfused-nccl-graph --json $L/big-$v-$i.json
+    done
+  done
+  for v in $V; do
+    Rv=("${R[@]}" XDG_CACHE_HOME=/tmp/cache-$v)
+    run big-bf16-$v 60 "${Rv[@]}" $G/$v/06_symm_bench "${BIG[@]}" --dtype bf16 --contenders fused,unfused-nccl-graph --json $L/big-bf16-$v.json
+    run small-$v-n2 60 "${E32[@]}" NTHREADS=2 "${SHARE[@]}" XDG_CACHE_HOME=/tmp/cache-$v $G/$v/06_symm_bench "${SMALL[@]}" --contenders fused,unfused05-graph --json $L/small-$v-n2.json
+  done
+  for t in small big; do
+    python3 $CMP $L/$t-c8-1.json $L/$t-c10-1.json $L/$t-c8-2.json $L/$t-c10-2.json > $L/$t-n1.txt 2>&1
+  done
+  python3 $CMP $L/big-bf16-c8.json $L/big-bf16-c10.json > $L/big-bf16-n1.txt 2>&1
+  python3 $CMP $L/small-c8-n2.json $L/small-c10-n2.json > $L/small-n2.txt 2>&1
   ;;
 ncu3)
   [ -f .carry/threads.txz ] && { mkdir -p $G && tar -xJf .carry/threads.txz -C $G; }
