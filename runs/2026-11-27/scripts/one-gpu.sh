@@ -65,6 +65,8 @@
 #               $G/c8, this build's in $G/c10): the two, in turn, twice at 1
 #               rank, float32 small and large sizes; bfloat16 large and 2
 #               ranks small once each
+#   PART=perf12 change 11 (carry .carry/c12.txz: change 8's 06_symm_bench in
+#               $G/c8, this build's in $G/c11): as perf11, with Triton
 #   PART=ncu3   carry .carry/threads.txz: ncu on tp_compute (the compute
 #               phase alone, from the unfused05 contender) and tp_tail_fused at
 #               128 MiB, one rank: throughput, memory, stall reasons, scheduler
@@ -104,7 +106,7 @@ CMP=runs/2026-11-25/scripts/compare.py
 finish() { tar czf "$OUT/$CALL.tgz" -C "$OUT" "$CALL" && rm -rf "$L"; }
 trap finish EXIT
 
-case ${PART:?PART=stage|exp1|exp2|perf|perf7|perf8|perf9|perf10|perf11|ncu3|verify|programs|mps|last|ncu2|ncu1} in
+case ${PART:?PART=stage|exp1|exp2|perf|perf7|perf8|perf9|perf10|perf11|perf12|ncu3|verify|programs|mps|last|ncu2|ncu1} in
 stage)
   mkdir -p $J /tmp/jit
   if [ -f .nccl/nccl-2.32.3.tar.xz ]; then
@@ -472,11 +474,12 @@ ncu2)
   run ncu-triton-final-8 120 "${R[@]}" XDG_CACHE_HOME=/tmp/cache-final "${N[@]}" -k regex:tp_tail_triton $G/final/06_symm_bench --build nvcc --contenders triton -b 8 -e 8 -n 20 -w 5 --trials 1
   run ncu-symm-final-8 120 "${R[@]}" XDG_CACHE_HOME=/tmp/cache-final "${N[@]}" -k regex:symm_all_reduce_kernel $G/final/06_symm_bench --build nvcc --contenders symm-layer -b 8 -e 8 -n 20 -w 5 --trials 1
   ;;
-perf11)
+perf11|perf12)
   [ -f .carry/c11.txz ] && { mkdir -p $G && tar -xJf .carry/c11.txz -C $G --strip-components=1; }
+  [ -f .carry/c12.txz ] && { mkdir -p $G && tar -xJf .carry/c12.txz -C $G --strip-components=1; }
   R=("${E32[@]}" NTHREADS=1)
   W=(--build nvcc -b 8 -e 8 -n 1 -w 0 --trials 1)
-  V="c8 c10"
+  V="c8 c10"; N=c10; T=""; [ $PART = perf12 ] && { V="c8 c11"; N=c11; T=",triton"; }
   for v in $V; do
     run build-$v 200 "${R[@]}" XDG_CACHE_HOME=/tmp/cache-$v $G/$v/06_symm_bench "${W[@]}" --contenders fused
   done
@@ -485,8 +488,8 @@ perf11)
   for i in 1 2; do
     for v in $V; do
       Rv=("${R[@]}" XDG_CACHE_HOME=/tmp/cache-$v)
-      run small-$v-$i 60 "${Rv[@]}" $G/$v/06_symm_bench "${SMALL[@]}" --contenders fused,unfused-nccl-graph --json $L/small-$v-$i.json
-      run big-$v-$i 60 "${Rv[@]}" $G/$v/06_symm_bench "${BIG[@]}" --contenders fused,unfused05-graph,unfused-nccl-graph --json $L/big-$v-$i.json
+      run small-$v-$i 60 "${Rv[@]}" $G/$v/06_symm_bench "${SMALL[@]}" --contenders fused$T,unfused-nccl-graph --json $L/small-$v-$i.json
+      run big-$v-$i 60 "${Rv[@]}" $G/$v/06_symm_bench "${BIG[@]}" --contenders fused$T,unfused05-graph,unfused-nccl-graph --json $L/big-$v-$i.json
     done
   done
   for v in $V; do
@@ -495,10 +498,10 @@ perf11)
     run small-$v-n2 60 "${E32[@]}" NTHREADS=2 "${SHARE[@]}" XDG_CACHE_HOME=/tmp/cache-$v $G/$v/06_symm_bench "${SMALL[@]}" --contenders fused,unfused05-graph --json $L/small-$v-n2.json
   done
   for t in small big; do
-    python3 $CMP $L/$t-c8-1.json $L/$t-c10-1.json $L/$t-c8-2.json $L/$t-c10-2.json > $L/$t-n1.txt 2>&1
+    python3 $CMP $L/$t-c8-1.json $L/$t-$N-1.json $L/$t-c8-2.json $L/$t-$N-2.json > $L/$t-n1.txt 2>&1
   done
-  python3 $CMP $L/big-bf16-c8.json $L/big-bf16-c10.json > $L/big-bf16-n1.txt 2>&1
-  python3 $CMP $L/small-c8-n2.json $L/small-c10-n2.json > $L/small-n2.txt 2>&1
+  python3 $CMP $L/big-bf16-c8.json $L/big-bf16-$N.json > $L/big-bf16-n1.txt 2>&1
+  python3 $CMP $L/small-c8-n2.json $L/small-$N-n2.json > $L/small-n2.txt 2>&1
   ;;
 ncu3)
   [ -f .carry/threads.txz ] && { mkdir -p $G && tar -xJf .carry/threads.txz -C $G; }
