@@ -67,6 +67,11 @@
 #               ranks small once each
 #   PART=perf12 change 11 (carry .carry/c12.txz: change 8's 06_symm_bench in
 #               $G/c8, this build's in $G/c11): as perf11, with Triton
+#   PART=perf13 change 12 (carry .carry/c13.txz: change 8's 06_symm_bench in
+#               $G/c8, this build's in $G/c12; and .carry/threads.txz, this
+#               build): perf12's runs for change 12; if the fused kernel is at
+#               least 2 % faster at 128 MiB in both runs, the thread suite at
+#               GPU_TEST_RANKS=2 and the stress mode at 2 ranks
 #   PART=ncu3   carry .carry/threads.txz: ncu on tp_compute (the compute
 #               phase alone, from the unfused05 contender) and tp_tail_fused at
 #               128 MiB, one rank: throughput, memory, stall reasons, scheduler
@@ -106,7 +111,7 @@ CMP=runs/2026-11-25/scripts/compare.py
 finish() { tar czf "$OUT/$CALL.tgz" -C "$OUT" "$CALL" && rm -rf "$L"; }
 trap finish EXIT
 
-case ${PART:?PART=stage|exp1|exp2|perf|perf7|perf8|perf9|perf10|perf11|perf12|ncu3|verify|programs|mps|last|ncu2|ncu1} in
+case ${PART:?PART=stage|exp1|exp2|perf|perf7|perf8|perf9|perf10|perf11|perf12|perf13|ncu3|verify|programs|mps|last|ncu2|ncu1} in
 stage)
   mkdir -p $J /tmp/jit
   if [ -f .nccl/nccl-2.32.3.tar.xz ]; then
@@ -474,12 +479,14 @@ ncu2)
   run ncu-triton-final-8 120 "${R[@]}" XDG_CACHE_HOME=/tmp/cache-final "${N[@]}" -k regex:tp_tail_triton $G/final/06_symm_bench --build nvcc --contenders triton -b 8 -e 8 -n 20 -w 5 --trials 1
   run ncu-symm-final-8 120 "${R[@]}" XDG_CACHE_HOME=/tmp/cache-final "${N[@]}" -k regex:symm_all_reduce_kernel $G/final/06_symm_bench --build nvcc --contenders symm-layer -b 8 -e 8 -n 20 -w 5 --trials 1
   ;;
-perf11|perf12)
+perf11|perf12|perf13)
+  [ -f .carry/c13.txz ] && { mkdir -p $G && tar -xJf .carry/c13.txz -C $G --strip-components=1; }
   [ -f .carry/c11.txz ] && { mkdir -p $G && tar -xJf .carry/c11.txz -C $G --strip-components=1; }
   [ -f .carry/c12.txz ] && { mkdir -p $G && tar -xJf .carry/c12.txz -C $G --strip-components=1; }
   R=("${E32[@]}" NTHREADS=1)
   W=(--build nvcc -b 8 -e 8 -n 1 -w 0 --trials 1)
   V="c8 c10"; N=c10; T=""; [ $PART = perf12 ] && { V="c8 c11"; N=c11; T=",triton"; }
+  [ $PART = perf13 ] && { V="c8 c12"; N=c12; T=",triton"; }
   for v in $V; do
     run build-$v 200 "${R[@]}" XDG_CACHE_HOME=/tmp/cache-$v $G/$v/06_symm_bench "${W[@]}" --contenders fused
   done
@@ -502,6 +509,30 @@ perf11|perf12)
   done
   python3 $CMP $L/big-bf16-c8.json $L/big-bf16-$N.json > $L/big-bf16-n1.txt 2>&1
   python3 $CMP $L/small-c8-n2.json $L/small-$N-n2.json > $L/small-n2.txt 2>&1
+  [ $PART = perf13 ] || exit 0
+  # The suite and the stress mode only if change 12 is kept at 128 MiB.
+  python3 - "$L" > $L/decision.txt <<'PY' || exit 0
+import json, sys
+L = sys.argv[1]
+def t(f):
+    d = json.load(open(f"{L}/{f}.json"))
+    return [r["out_of_place"]["time_us"] for s in d["series"] if s["name"] == "fused-nccl"
+            for r in s["rows"] if r["bytes"] == 134217728][0]
+ratios = [t(f"big-c12-{i}") / t(f"big-c8-{i}") for i in (1, 2)]
+print("fused at 128 MiB, change 12 / change 8:", " ".join(f"{r:.3f}" for r in ratios))
+sys.exit(0 if max(ratios) <= 0.98 else 1)
+PY
+  [ -f .carry/threads.txz ] && { mkdir -p $G && tar -xJf .carry/threads.txz -C $G; }
+  B=$G/threads/bin
+  run suite-threads-n2 ${SUITE_LIMIT:-330} "${E32[@]}" GPU_TEST_RANKS=2 PATH=$G/threads/bin:$PATH \
+    $G/threads/cargo-nextest nextest run --archive-file $G/threads/tests.tar.zst --workspace-remap . \
+    --run-ignored all --no-fail-fast --test-threads 1
+  R2=("${E32[@]}" NTHREADS=2 "${SHARE[@]}")
+  for d in f32 bf16; do
+    run 06-stress-$d-n2 60 "${R2[@]}" $B/06_symm_bench --build nvcc --contenders fused,triton --dtype $d --stress 500 -b 8 -e 1M -f 8
+  done
+  run 06-stress-one-region-n2 60 "${R2[@]}" $B/06_symm_bench --build nvcc --contenders fused,triton --stress 500 --one-region -b 8 -e 1M -f 8
+  run 06-stress-big-n2 90 "${R2[@]}" $B/06_symm_bench --build nvcc --contenders fused,triton --stress 50 -b 2M -e 32M -f 4
   ;;
 ncu3)
   [ -f .carry/threads.txz ] && { mkdir -p $G && tar -xJf .carry/threads.txz -C $G; }
