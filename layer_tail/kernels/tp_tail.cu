@@ -35,6 +35,7 @@ __device__ __forceinline__ void tp_store(void* p, size_t i, int dtype, float v) 
 #define TP_K_STEP 8
 #define TP_K_HELD 16
 #define TP_K_CHUNK 64
+static_assert(TP_K_HELD <= TP_K_CHUNK, "change 8 holds one step of weights: k in one chunk");
 
 // Phase "compute": partial[t, i] = sum_j x[t, j] w[j, i], by tiles of
 // TP_TILE_TOKENS tokens x COLUMNS * blockDim.x columns. A thread owns COLUMNS
@@ -112,11 +113,10 @@ __device__ __forceinline__ void tp_partial(const float* x, const float* w, void*
                                            int tokens, int hidden, int k, int dtype) {
   const int wide = TP_TILE_COLUMNS * blockDim.x;
   const int tiles = (tokens + TP_TILE_TOKENS - 1) / TP_TILE_TOKENS * ((hidden + wide - 1) / wide);
-  if (tiles < (int)gridDim.x) {
+  if (tiles < (int)gridDim.x)
     tp_partial_tiles<1, TP_K_STEP>(x, w, partial, tokens, hidden, k, dtype);
-  } else {
+  else
     tp_partial_tiles<TP_TILE_COLUMNS, TP_K_HELD>(x, w, partial, tokens, hidden, k, dtype);
-  }
 }
 
 // v rounded to dtype and back: what tp_store then tp_load give.
@@ -125,7 +125,8 @@ __device__ __forceinline__ float tp_round(float v, int dtype) {
 }
 
 // The sum of `v` over the block, returned to every thread.
-__device__ __forceinline__ float tp_block_sum(float v, float* scratch) {
+__device__ __forceinline__ float tp_block_sum(float v) {
+  __shared__ float scratch[32];
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
   if (threadIdx.x % 32 == 0) scratch[threadIdx.x / 32] = v;
@@ -136,50 +137,63 @@ __device__ __forceinline__ float tp_block_sum(float v, float* scratch) {
   return total;
 }
 
-// Phase "epilogue": one token (row) per block at a time; h = sum + residual is the
-// new residual, the row's mean square the RMSNorm's scale. A thread loads
-// TP_ROW_ITEMS of the row (i, i + blockDim.x, ...) before it uses the first.
+// Phase "epilogue": h = sum + residual is the new residual, a row's mean square its
+// RMSNorm scale. A block takes two tokens (rows) at a time, t and t + gridDim.x (twice
+// the loads in flight: PERF_NOTES.md, change 13), and a last odd one alone (TWO false).
+// A thread loads TP_ROW_ITEMS of a row (i, i + blockDim.x, ...) before using one.
+template <bool TWO>
+__device__ __forceinline__ void tp_rows(const void* sum, void* residual, const float* gamma,
+                                        void* out, int t, int hidden, float eps, int dtype) {
+  const size_t row = (size_t)t * hidden, row1 = row + (size_t)gridDim.x * hidden;
+  const int stride = TP_ROW_ITEMS * blockDim.x;
+  float squares = 0.0f, squares1 = 0.0f;
+  for (int first = threadIdx.x; first < hidden; first += stride) {
+    float h[TP_ROW_ITEMS], h1[TP_ROW_ITEMS];
+#pragma unroll
+    for (int u = 0; u < TP_ROW_ITEMS; u++) {
+      const int i = first + u * blockDim.x;
+      h[u] = i < hidden ? tp_load(sum, row + i, dtype) + tp_load(residual, row + i, dtype) : 0.0f;
+      h1[u] = TWO && i < hidden ? tp_load(sum, row1 + i, dtype) + tp_load(residual, row1 + i, dtype)
+                                : 0.0f;
+    }
+#pragma unroll
+    for (int u = 0; u < TP_ROW_ITEMS; u++) {
+      const int i = first + u * blockDim.x;
+      if (i >= hidden) continue;
+      // The norm of h as stored: the residual the next layer reads (bf16 rounds).
+      const float stored = tp_round(h[u], dtype), stored1 = tp_round(h1[u], dtype);
+      tp_store(residual, row + i, dtype, stored);
+      if (TWO) tp_store(residual, row1 + i, dtype, stored1);
+      squares = fmaf(stored, stored, squares);
+      squares1 = fmaf(stored1, stored1, squares1);
+    }
+  }
+  const float scale = rsqrtf(tp_block_sum(squares) / hidden + eps);
+  const float scale1 = TWO ? rsqrtf(tp_block_sum(squares1) / hidden + eps) : 0.0f;
+  for (int first = threadIdx.x; first < hidden; first += stride) {
+    float h[TP_ROW_ITEMS], h1[TP_ROW_ITEMS], g[TP_ROW_ITEMS];
+#pragma unroll
+    for (int u = 0; u < TP_ROW_ITEMS; u++) {
+      const int i = first + u * blockDim.x;
+      h[u] = i < hidden ? tp_load(residual, row + i, dtype) : 0.0f;
+      h1[u] = TWO && i < hidden ? tp_load(residual, row1 + i, dtype) : 0.0f;
+      g[u] = i < hidden ? gamma[i] : 0.0f;
+    }
+#pragma unroll
+    for (int u = 0; u < TP_ROW_ITEMS; u++) {
+      const int i = first + u * blockDim.x;
+      if (i < hidden) tp_store(out, row + i, dtype, h[u] * scale * g[u]);
+      if (TWO && i < hidden) tp_store(out, row1 + i, dtype, h1[u] * scale1 * g[u]);
+    }
+  }
+}
 __device__ __forceinline__ void tp_epilogue(const void* sum, void* residual, const float* gamma,
                                             void* out, int tokens, int hidden, float eps,
                                             int dtype) {
-  __shared__ float scratch[32];
-  const int stride = TP_ROW_ITEMS * blockDim.x;
-  for (int t = blockIdx.x; t < tokens; t += gridDim.x) {
-    const size_t row = (size_t)t * hidden;
-    float squares = 0.0f;
-    for (int first = threadIdx.x; first < hidden; first += stride) {
-      float h[TP_ROW_ITEMS];
-#pragma unroll
-      for (int u = 0; u < TP_ROW_ITEMS; u++) {
-        const int i = first + u * blockDim.x;
-        h[u] = i < hidden ? tp_load(sum, row + i, dtype) + tp_load(residual, row + i, dtype) : 0.0f;
-      }
-#pragma unroll
-      for (int u = 0; u < TP_ROW_ITEMS; u++) {
-        const int i = first + u * blockDim.x;
-        if (i >= hidden) continue;
-        // The norm of h as stored: the residual the next layer reads (bf16 rounds).
-        const float stored = tp_round(h[u], dtype);
-        tp_store(residual, row + i, dtype, stored);
-        squares = fmaf(stored, stored, squares);
-      }
-    }
-    const float scale = rsqrtf(tp_block_sum(squares, scratch) / hidden + eps);
-    for (int first = threadIdx.x; first < hidden; first += stride) {
-      float h[TP_ROW_ITEMS], g[TP_ROW_ITEMS];
-#pragma unroll
-      for (int u = 0; u < TP_ROW_ITEMS; u++) {
-        const int i = first + u * blockDim.x;
-        h[u] = i < hidden ? tp_load(residual, row + i, dtype) : 0.0f;
-        g[u] = i < hidden ? gamma[i] : 0.0f;
-      }
-#pragma unroll
-      for (int u = 0; u < TP_ROW_ITEMS; u++) {
-        const int i = first + u * blockDim.x;
-        if (i < hidden) tp_store(out, row + i, dtype, h[u] * scale * g[u]);
-      }
-    }
-  }
+  int t = blockIdx.x;
+  for (; t + gridDim.x < tokens; t += 2 * gridDim.x)
+    tp_rows<true>(sum, residual, gamma, out, t, hidden, eps, dtype);
+  if (t < tokens) tp_rows<false>(sum, residual, gamma, out, t, hidden, eps, dtype);
 }
 
 // The fused kernel: compute, all-reduce (in place at buffer + byte_offset),

@@ -10,9 +10,7 @@
 //                      of nccl_device_wrapper.h (SYMM_NCCL_C_API below).
 //   SYMM_WITH_NVSHMEM  nvshmem_ptr loads and stores, nvshmemx_barrier_all_block;
 //                      linked with libnvshmem_device.a.
-// ---------------------------------------------------------------------------
-// Calling convention
-// ---------------------------------------------------------------------------
+// ---- Calling convention ---------------------------------------------------
 // * EVERY thread of EVERY block calls it, with the same arguments, the same
 //   number of times, in the same order on every rank: it holds grid-wide and
 //   cross-rank barriers, so a thread that skips it (an early `return`) hangs.
@@ -34,9 +32,7 @@
 // * Cost: one rank: one grid barrier. NCCL with signal_window and <=
 //   SYMM_ONE_SHOT_MAX_BYTES: the one-shot (below): two grid barriers, no peer
 //   round. Otherwise the two-shot: two grid barriers, each around a peer round.
-// ---------------------------------------------------------------------------
-// Return codes (all uniform across the grid: every thread gets the same)
-// ---------------------------------------------------------------------------
+// ---- Return codes (all uniform across the grid: every thread gets the same) ---
 #define SYMM_OK 0
 #define SYMM_ERR_NULL_CONTEXT (-1)     // ctx is NULL
 #define SYMM_ERR_UNKNOWN_BACKEND (-2)  // ctx->type is neither backend, or not compiled in
@@ -94,7 +90,6 @@ struct ncclDevComm;
 // ---------------------------------------------------------------------------
 // Contexts: plain C layouts the host writes byte for byte (src/context.rs).
 // The header comes first in each, so a SymmContext* may point at either.
-// ---------------------------------------------------------------------------
 
 // The common header of every context.
 struct SymmContext {
@@ -147,9 +142,7 @@ static_assert(sizeof(NvshmemSymmContext) == 56, "NvshmemSymmContext layout");
 static_assert(SYMM_STAGING_BYTES == 128 + 2 * SYMM_MAX_RANKS * 2 * SYMM_ONE_SHOT_MAX_BYTES,
               "the staging window's layout");
 
-// ---------------------------------------------------------------------------
-// Small helpers.
-// ---------------------------------------------------------------------------
+// ---- Small helpers --------------------------------------------------------
 
 #if defined(__clang_llvm_bitcode_lib__)
 // clang's CUDA headers lack the __stcg stores: the library's three, as CUDA's.
@@ -237,9 +230,7 @@ __device__ __forceinline__ void symm_grid_sync(unsigned int* words) {
   __syncthreads();
 }
 
-// ---------------------------------------------------------------------------
-// The cross-rank barrier of each backend, run by block 0 only.
-// ---------------------------------------------------------------------------
+// ---- The cross-rank barrier of each backend, run by block 0 only ----------
 
 #if defined(SYMM_WITH_NCCL)
 #if defined(SYMM_NCCL_C_API)
@@ -290,7 +281,6 @@ __device__ __forceinline__ char* symm_nccl_peer(ncclWindow_t w, ncclTeam, int pe
 // The two-shot AllReduce body, both backends'. `peers[p]`: this thread's
 // address of the first element on rank p (all ranks' buffers are aligned
 // alike: windows and the symmetric heap map at the same offsets).
-// ---------------------------------------------------------------------------
 
 template <int DTYPE>
 struct SymmElem;
@@ -433,7 +423,6 @@ __device__ __forceinline__ void symm_reduce(int dtype, char* const (&peers)[SYMM
 // the first grid barrier, never 0), sum in rank order, store in place. No round
 // with the peers: the halves alternate by the epoch's parity (README.md, "How
 // the call works", has why that is enough).
-// ---------------------------------------------------------------------------
 
 __device__ __forceinline__ void symm_st_volatile_line(uint4* p, uint4 v) {
   asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(v.x), "r"(v.y),
@@ -541,9 +530,7 @@ __device__ __forceinline__ int symm_check_range(const char* base, unsigned long 
   return SYMM_OK;
 }
 
-// ---------------------------------------------------------------------------
-// The backends.
-// ---------------------------------------------------------------------------
+// ---- The backends ---------------------------------------------------------
 
 #if defined(SYMM_WITH_NCCL)
 __device__ __forceinline__ int symm_nccl_all_reduce(const NcclSymmContext* ctx, char* local_ptr,
@@ -671,9 +658,7 @@ __device__ __forceinline__ int symm_nvshmem_all_reduce(const NvshmemSymmContext*
 }
 #endif
 
-// ---------------------------------------------------------------------------
-// The entry point.
-// ---------------------------------------------------------------------------
+// ---- The entry point ------------------------------------------------------
 
 // All-reduces (sum) num_elements `dtype` elements at local_ptr + byte_offset,
 // in place, across the context's ranks. local_ptr: this rank's address in the

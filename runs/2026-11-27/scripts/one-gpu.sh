@@ -72,6 +72,12 @@
 #               build): perf12's runs for change 12; if the fused kernel is at
 #               least 2 % faster at 128 MiB in both runs, the thread suite at
 #               GPU_TEST_RANKS=2 and the stress mode at 2 ranks
+#   PART=perf14 change 13 (carry .carry/c14.txz: change 8's 06_symm_bench in
+#               $G/c8, this build's in $G/c13; and .carry/threads.txz, this
+#               build): perf12's runs for change 13; if it is kept by its rule
+#               (at least 2 % faster at 128 MiB in both runs, no size from 8 B
+#               to 256 KiB more than 2 % slower), the thread suite at
+#               GPU_TEST_RANKS=2 and the stress mode at 2 ranks
 #   PART=ncu3   carry .carry/threads.txz: ncu on tp_compute (the compute
 #               phase alone, from the unfused05 contender) and tp_tail_fused at
 #               128 MiB, one rank: throughput, memory, stall reasons, scheduler
@@ -111,7 +117,7 @@ CMP=runs/2026-11-25/scripts/compare.py
 finish() { tar czf "$OUT/$CALL.tgz" -C "$OUT" "$CALL" && rm -rf "$L"; }
 trap finish EXIT
 
-case ${PART:?PART=stage|exp1|exp2|perf|perf7|perf8|perf9|perf10|perf11|perf12|perf13|ncu3|verify|programs|mps|last|ncu2|ncu1} in
+case ${PART:?PART=stage|exp1|exp2|perf|perf7|perf8|perf9|perf10|perf11|perf12|perf13|perf14|ncu3|verify|programs|mps|last|ncu2|ncu1} in
 stage)
   mkdir -p $J /tmp/jit
   if [ -f .nccl/nccl-2.32.3.tar.xz ]; then
@@ -479,14 +485,16 @@ ncu2)
   run ncu-triton-final-8 120 "${R[@]}" XDG_CACHE_HOME=/tmp/cache-final "${N[@]}" -k regex:tp_tail_triton $G/final/06_symm_bench --build nvcc --contenders triton -b 8 -e 8 -n 20 -w 5 --trials 1
   run ncu-symm-final-8 120 "${R[@]}" XDG_CACHE_HOME=/tmp/cache-final "${N[@]}" -k regex:symm_all_reduce_kernel $G/final/06_symm_bench --build nvcc --contenders symm-layer -b 8 -e 8 -n 20 -w 5 --trials 1
   ;;
-perf11|perf12|perf13)
+perf11|perf12|perf13|perf14)
   [ -f .carry/c13.txz ] && { mkdir -p $G && tar -xJf .carry/c13.txz -C $G --strip-components=1; }
   [ -f .carry/c11.txz ] && { mkdir -p $G && tar -xJf .carry/c11.txz -C $G --strip-components=1; }
   [ -f .carry/c12.txz ] && { mkdir -p $G && tar -xJf .carry/c12.txz -C $G --strip-components=1; }
+  [ -f .carry/c14.txz ] && { mkdir -p $G && tar -xJf .carry/c14.txz -C $G --strip-components=1; }
   R=("${E32[@]}" NTHREADS=1)
   W=(--build nvcc -b 8 -e 8 -n 1 -w 0 --trials 1)
   V="c8 c10"; N=c10; T=""; [ $PART = perf12 ] && { V="c8 c11"; N=c11; T=",triton"; }
   [ $PART = perf13 ] && { V="c8 c12"; N=c12; T=",triton"; }
+  [ $PART = perf14 ] && { V="c8 c13"; N=c13; T=",triton"; }
   for v in $V; do
     run build-$v 200 "${R[@]}" XDG_CACHE_HOME=/tmp/cache-$v $G/$v/06_symm_bench "${W[@]}" --contenders fused
   done
@@ -509,18 +517,28 @@ perf11|perf12|perf13)
   done
   python3 $CMP $L/big-bf16-c8.json $L/big-bf16-$N.json > $L/big-bf16-n1.txt 2>&1
   python3 $CMP $L/small-c8-n2.json $L/small-$N-n2.json > $L/small-n2.txt 2>&1
-  [ $PART = perf13 ] || exit 0
-  # The suite and the stress mode only if change 12 is kept at 128 MiB.
-  python3 - "$L" > $L/decision.txt <<'PY' || exit 0
+  [ $PART = perf13 ] || [ $PART = perf14 ] || exit 0
+  # The suite and the stress mode only if the change is kept: perf13 by its
+  # 128 MiB time, perf14 by change 13's whole rule (small sizes too).
+  python3 - "$L" $N $PART > $L/decision.txt <<'PY' || exit 0
 import json, sys
-L = sys.argv[1]
-def t(f):
+L, N, part = sys.argv[1:]
+def t(f, size):
     d = json.load(open(f"{L}/{f}.json"))
     return [r["out_of_place"]["time_us"] for s in d["series"] if s["name"] == "fused-nccl"
-            for r in s["rows"] if r["bytes"] == 134217728][0]
-ratios = [t(f"big-c12-{i}") / t(f"big-c8-{i}") for i in (1, 2)]
-print("fused at 128 MiB, change 12 / change 8:", " ".join(f"{r:.3f}" for r in ratios))
-sys.exit(0 if max(ratios) <= 0.98 else 1)
+            for r in s["rows"] if r["bytes"] == size][0]
+ratios = [t(f"big-{N}-{i}", 134217728) / t(f"big-c8-{i}", 134217728) for i in (1, 2)]
+print(f"fused at 128 MiB, {N} / c8:", " ".join(f"{r:.3f}" for r in ratios))
+ok = max(ratios) <= 0.98
+if part == "perf14":
+    d = json.load(open(f"{L}/small-c8-1.json"))
+    sizes = [r["bytes"] for s in d["series"] if s["name"] == "fused-nccl" for r in s["rows"]]
+    for size in sizes:
+        r = sum(t(f"small-{N}-{i}", size) for i in (1, 2)) / sum(t(f"small-c8-{i}", size) for i in (1, 2))
+        print(f"fused at {size} B, {N} / c8 (mean of two runs): {r:.3f}")
+        ok = ok and r <= 1.02
+print("kept" if ok else "not kept")
+sys.exit(0 if ok else 1)
 PY
   [ -f .carry/threads.txz ] && { mkdir -p $G && tar -xJf .carry/threads.txz -C $G; }
   B=$G/threads/bin
