@@ -78,6 +78,12 @@
 #               (at least 2 % faster at 128 MiB in both runs, no size from 8 B
 #               to 256 KiB more than 2 % slower), the thread suite at
 #               GPU_TEST_RANKS=2 and the stress mode at 2 ranks
+#   PART=perf15 change 14 (carry .carry/c15.txz: change 13's 06_symm_bench in
+#               $G/c13, this build's in $G/c14; and .carry/threads.txz, this
+#               build): perf14's runs, Triton's time deciding as perf14's rule
+#               (at least 2 % faster at 128 MiB in both runs, no size from 8 B
+#               to 256 KiB more than 2 % slower); if kept, the thread suite at
+#               GPU_TEST_RANKS=2, the stress mode at 2 ranks and 06b at 1, 2, 4
 #   PART=ncu3   carry .carry/threads.txz: ncu on tp_compute (the compute
 #               phase alone, from the unfused05 contender) and tp_tail_fused at
 #               128 MiB, one rank: throughput, memory, stall reasons, scheduler
@@ -117,7 +123,7 @@ CMP=runs/2026-11-25/scripts/compare.py
 finish() { tar czf "$OUT/$CALL.tgz" -C "$OUT" "$CALL" && rm -rf "$L"; }
 trap finish EXIT
 
-case ${PART:?PART=stage|exp1|exp2|perf|perf7|perf8|perf9|perf10|perf11|perf12|perf13|perf14|ncu3|verify|programs|mps|last|ncu2|ncu1} in
+case ${PART:?PART=stage|exp1|exp2|perf|perf7|perf8|perf9|perf10|perf11|perf12|perf13|perf14|perf15|ncu3|verify|programs|mps|last|ncu2|ncu1} in
 stage)
   mkdir -p $J /tmp/jit
   if [ -f .nccl/nccl-2.32.3.tar.xz ]; then
@@ -485,16 +491,19 @@ ncu2)
   run ncu-triton-final-8 120 "${R[@]}" XDG_CACHE_HOME=/tmp/cache-final "${N[@]}" -k regex:tp_tail_triton $G/final/06_symm_bench --build nvcc --contenders triton -b 8 -e 8 -n 20 -w 5 --trials 1
   run ncu-symm-final-8 120 "${R[@]}" XDG_CACHE_HOME=/tmp/cache-final "${N[@]}" -k regex:symm_all_reduce_kernel $G/final/06_symm_bench --build nvcc --contenders symm-layer -b 8 -e 8 -n 20 -w 5 --trials 1
   ;;
-perf11|perf12|perf13|perf14)
+perf11|perf12|perf13|perf14|perf15)
   [ -f .carry/c13.txz ] && { mkdir -p $G && tar -xJf .carry/c13.txz -C $G --strip-components=1; }
   [ -f .carry/c11.txz ] && { mkdir -p $G && tar -xJf .carry/c11.txz -C $G --strip-components=1; }
   [ -f .carry/c12.txz ] && { mkdir -p $G && tar -xJf .carry/c12.txz -C $G --strip-components=1; }
   [ -f .carry/c14.txz ] && { mkdir -p $G && tar -xJf .carry/c14.txz -C $G --strip-components=1; }
+  [ -f .carry/c15.txz ] && { mkdir -p $G && tar -xJf .carry/c15.txz -C $G --strip-components=1; }
   R=("${E32[@]}" NTHREADS=1)
   W=(--build nvcc -b 8 -e 8 -n 1 -w 0 --trials 1)
   V="c8 c10"; N=c10; T=""; [ $PART = perf12 ] && { V="c8 c11"; N=c11; T=",triton"; }
   [ $PART = perf13 ] && { V="c8 c12"; N=c12; T=",triton"; }
   [ $PART = perf14 ] && { V="c8 c13"; N=c13; T=",triton"; }
+  TB=""; [ $PART = perf15 ] && { V="c13 c14"; N=c14; T=",triton"; TB=",triton"; }
+  B0=${V%% *}  # the baseline
   for v in $V; do
     run build-$v 200 "${R[@]}" XDG_CACHE_HOME=/tmp/cache-$v $G/$v/06_symm_bench "${W[@]}" --contenders fused
   done
@@ -509,33 +518,34 @@ perf11|perf12|perf13|perf14)
   done
   for v in $V; do
     Rv=("${R[@]}" XDG_CACHE_HOME=/tmp/cache-$v)
-    run big-bf16-$v 60 "${Rv[@]}" $G/$v/06_symm_bench "${BIG[@]}" --dtype bf16 --contenders fused,unfused-nccl-graph --json $L/big-bf16-$v.json
-    run small-$v-n2 60 "${E32[@]}" NTHREADS=2 "${SHARE[@]}" XDG_CACHE_HOME=/tmp/cache-$v $G/$v/06_symm_bench "${SMALL[@]}" --contenders fused,unfused05-graph --json $L/small-$v-n2.json
+    run big-bf16-$v 60 "${Rv[@]}" $G/$v/06_symm_bench "${BIG[@]}" --dtype bf16 --contenders fused$TB,unfused-nccl-graph --json $L/big-bf16-$v.json
+    run small-$v-n2 60 "${E32[@]}" NTHREADS=2 "${SHARE[@]}" XDG_CACHE_HOME=/tmp/cache-$v $G/$v/06_symm_bench "${SMALL[@]}" --contenders fused$TB,unfused05-graph --json $L/small-$v-n2.json
   done
   for t in small big; do
-    python3 $CMP $L/$t-c8-1.json $L/$t-$N-1.json $L/$t-c8-2.json $L/$t-$N-2.json > $L/$t-n1.txt 2>&1
+    python3 $CMP $L/$t-$B0-1.json $L/$t-$N-1.json $L/$t-$B0-2.json $L/$t-$N-2.json > $L/$t-n1.txt 2>&1
   done
-  python3 $CMP $L/big-bf16-c8.json $L/big-bf16-$N.json > $L/big-bf16-n1.txt 2>&1
-  python3 $CMP $L/small-c8-n2.json $L/small-$N-n2.json > $L/small-n2.txt 2>&1
-  [ $PART = perf13 ] || [ $PART = perf14 ] || exit 0
+  python3 $CMP $L/big-bf16-$B0.json $L/big-bf16-$N.json > $L/big-bf16-n1.txt 2>&1
+  python3 $CMP $L/small-$B0-n2.json $L/small-$N-n2.json > $L/small-n2.txt 2>&1
+  [ $PART = perf13 ] || [ $PART = perf14 ] || [ $PART = perf15 ] || exit 0
   # The suite and the stress mode only if the change is kept: perf13 by its
   # 128 MiB time, perf14 by change 13's whole rule (small sizes too).
-  python3 - "$L" $N $PART > $L/decision.txt <<'PY' || exit 0
+  python3 - "$L" $N $PART $B0 > $L/decision.txt <<'PY' || exit 0
 import json, sys
-L, N, part = sys.argv[1:]
+L, N, part, B0 = sys.argv[1:]
+S = "triton-nccl" if part == "perf15" else "fused-nccl"
 def t(f, size):
     d = json.load(open(f"{L}/{f}.json"))
-    return [r["out_of_place"]["time_us"] for s in d["series"] if s["name"] == "fused-nccl"
+    return [r["out_of_place"]["time_us"] for s in d["series"] if s["name"] == S
             for r in s["rows"] if r["bytes"] == size][0]
-ratios = [t(f"big-{N}-{i}", 134217728) / t(f"big-c8-{i}", 134217728) for i in (1, 2)]
-print(f"fused at 128 MiB, {N} / c8:", " ".join(f"{r:.3f}" for r in ratios))
+ratios = [t(f"big-{N}-{i}", 134217728) / t(f"big-{B0}-{i}", 134217728) for i in (1, 2)]
+print(f"{S} at 128 MiB, {N} / {B0}:", " ".join(f"{r:.3f}" for r in ratios))
 ok = max(ratios) <= 0.98
-if part == "perf14":
-    d = json.load(open(f"{L}/small-c8-1.json"))
-    sizes = [r["bytes"] for s in d["series"] if s["name"] == "fused-nccl" for r in s["rows"]]
+if part != "perf13":
+    d = json.load(open(f"{L}/small-{B0}-1.json"))
+    sizes = [r["bytes"] for s in d["series"] if s["name"] == S for r in s["rows"]]
     for size in sizes:
-        r = sum(t(f"small-{N}-{i}", size) for i in (1, 2)) / sum(t(f"small-c8-{i}", size) for i in (1, 2))
-        print(f"fused at {size} B, {N} / c8 (mean of two runs): {r:.3f}")
+        r = sum(t(f"small-{N}-{i}", size) for i in (1, 2)) / sum(t(f"small-{B0}-{i}", size) for i in (1, 2))
+        print(f"{S} at {size} B, {N} / {B0} (mean of two runs): {r:.3f}")
         ok = ok and r <= 1.02
 print("kept" if ok else "not kept")
 sys.exit(0 if ok else 1)
@@ -551,6 +561,13 @@ PY
   done
   run 06-stress-one-region-n2 60 "${R2[@]}" $B/06_symm_bench --build nvcc --contenders fused,triton --stress 500 --one-region -b 8 -e 1M -f 8
   run 06-stress-big-n2 90 "${R2[@]}" $B/06_symm_bench --build nvcc --contenders fused,triton --stress 50 -b 2M -e 32M -f 4
+  [ $PART = perf15 ] || exit 0
+  for n in 1 2 4; do
+    Rn=("${E32[@]}" NTHREADS=$n "${SHARE[@]}")
+    run 06b-n$n 120 "${Rn[@]}" $B/06b_symm_triton
+    run 06b-bf16-n$n 120 "${Rn[@]}" $B/06b_symm_triton --dtype bf16
+    run your-triton-kernel-n$n 120 "${Rn[@]}" $B/your_triton_kernel
+  done
   ;;
 ncu3)
   [ -f .carry/threads.txz ] && { mkdir -p $G && tar -xJf .carry/threads.txz -C $G; }
