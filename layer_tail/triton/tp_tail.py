@@ -79,28 +79,69 @@ def tp_tail_triton(ctx, buffer, byte_offset, x, w, residual, gamma, out, tokens,
     if pid == 0:
         tl.store(status, rc)
 
-    # Residual + RMSNorm, one token (row) per program at a time. The norm is
-    # taken over h as stored, as the CUDA kernel does (bfloat16 rounds there).
+    # Residual + RMSNorm, one token (row) per program at a time, or in float32
+    # with two rows or more a program, two at a time, t and t + programs (twice
+    # the loads in flight: PERF_NOTES.md, change 15) and a last odd one alone.
+    # The norm is taken over h as stored, as the CUDA kernel does (bfloat16
+    # rounds there).
     if rc == SYMM_OK:
-        for t in range(pid, tokens, programs):
-            row = t.to(tl.int64) * hidden
-            squares = tl.zeros([BLOCK_N], dtype=tl.float32)
-            for start in range(0, hidden, BLOCK_N):
-                n = start + tl.arange(0, BLOCK_N)
-                n_in = n < hidden
-                s = tl.load(partial + row + n, mask=n_in, other=0.0, cache_modifier=".cg")
-                r = tl.load(residual + row + n, mask=n_in, other=0.0)
-                h = (s.to(tl.float32) + r.to(tl.float32)).to(elem)
-                tl.store(residual + row + n, h, mask=n_in)
-                stored = h.to(tl.float32)
-                squares += stored * stored
-            scale = tl.math.rsqrt(tl.sum(squares, axis=0) / hidden + eps)
-            for start in range(0, hidden, BLOCK_N):
-                n = start + tl.arange(0, BLOCK_N)
-                n_in = n < hidden
-                h = tl.load(residual + row + n, mask=n_in, other=0.0).to(tl.float32)
-                g = tl.load(gamma + n, mask=n_in, other=0.0)
-                tl.store(out + row + n, (h * scale * g).to(elem), mask=n_in)
+        if DTYPE == 0 and tokens >= 2 * programs:
+            pairs = tl.cdiv(tokens - programs - pid, 2 * programs)
+            for p in range(0, pairs):
+                tp_rows(partial, residual, gamma, out, pid + p * 2 * programs, programs, hidden,
+                        eps, ROWS=2, BLOCK_N=BLOCK_N)
+            last = pid + pairs * 2 * programs
+            if last < tokens:
+                tp_rows(partial, residual, gamma, out, last, programs, hidden, eps,
+                        ROWS=1, BLOCK_N=BLOCK_N)
+        else:
+            for t in range(pid, tokens, programs):
+                row = t.to(tl.int64) * hidden
+                squares = tl.zeros([BLOCK_N], dtype=tl.float32)
+                for start in range(0, hidden, BLOCK_N):
+                    n = start + tl.arange(0, BLOCK_N)
+                    n_in = n < hidden
+                    s = tl.load(partial + row + n, mask=n_in, other=0.0, cache_modifier=".cg")
+                    r = tl.load(residual + row + n, mask=n_in, other=0.0)
+                    h = (s.to(tl.float32) + r.to(tl.float32)).to(elem)
+                    tl.store(residual + row + n, h, mask=n_in)
+                    stored = h.to(tl.float32)
+                    squares += stored * stored
+                scale = tl.math.rsqrt(tl.sum(squares, axis=0) / hidden + eps)
+                for start in range(0, hidden, BLOCK_N):
+                    n = start + tl.arange(0, BLOCK_N)
+                    n_in = n < hidden
+                    h = tl.load(residual + row + n, mask=n_in, other=0.0).to(tl.float32)
+                    g = tl.load(gamma + n, mask=n_in, other=0.0)
+                    tl.store(out + row + n, (h * scale * g).to(elem), mask=n_in)
+
+
+@triton.jit
+def tp_rows(partial, residual, gamma, out, t, step, hidden, eps, ROWS: tl.constexpr,
+            BLOCK_N: tl.constexpr):
+    # Rows t, t + step, ... (ROWS of them): h = sum + residual, written back as
+    # the new residual, then normalized.
+    elem = residual.dtype.element_ty
+    rows = (t + tl.arange(0, ROWS) * step).to(tl.int64) * hidden
+    squares = tl.zeros([ROWS, BLOCK_N], dtype=tl.float32)
+    for start in range(0, hidden, BLOCK_N):
+        n = start + tl.arange(0, BLOCK_N)
+        n_in = (n < hidden)[None, :]
+        at = rows[:, None] + n[None, :]
+        s = tl.load(partial + at, mask=n_in, other=0.0, cache_modifier=".cg")
+        r = tl.load(residual + at, mask=n_in, other=0.0)
+        h = (s.to(tl.float32) + r.to(tl.float32)).to(elem)
+        tl.store(residual + at, h, mask=n_in)
+        stored = h.to(tl.float32)
+        squares += stored * stored
+    scale = tl.math.rsqrt(tl.sum(squares, axis=1) / hidden + eps)
+    for start in range(0, hidden, BLOCK_N):
+        n = start + tl.arange(0, BLOCK_N)
+        n_in = (n < hidden)[None, :]
+        at = rows[:, None] + n[None, :]
+        h = tl.load(residual + at, mask=n_in, other=0.0).to(tl.float32)
+        g = tl.load(gamma + n, mask=n < hidden, other=0.0)
+        tl.store(out + at, (h * scale[:, None] * g[None, :]).to(elem), mask=n_in)
 
 
 # The kernel's parameters as the host passes them, in order (the constexprs

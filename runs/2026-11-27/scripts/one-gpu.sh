@@ -84,6 +84,13 @@
 #               (at least 2 % faster at 128 MiB in both runs, no size from 8 B
 #               to 256 KiB more than 2 % slower); if kept, the thread suite at
 #               GPU_TEST_RANKS=2, the stress mode at 2 ranks and 06b at 1, 2, 4
+#   PART=perf16 change 15 (carry .carry/c16.txz: change 13's 06_symm_bench in
+#               $G/c13, this build's in $G/c15, the diagnostic build without
+#               the tokens test in $G/c15u; and .carry/threads.txz, this
+#               build): perf15's runs for the three; kept by change 15's rule
+#               (PERF_NOTES.md), then perf15's suite, stress mode and 06b
+#   PART=sweeps carry .carry/threads.txz: 06_symm_bench's default sweep at 1
+#               and 2 ranks (its wall time in each log), every operation checked
 #   PART=ncu3   carry .carry/threads.txz: ncu on tp_compute (the compute
 #               phase alone, from the unfused05 contender) and tp_tail_fused at
 #               128 MiB, one rank: throughput, memory, stall reasons, scheduler
@@ -123,7 +130,7 @@ CMP=runs/2026-11-25/scripts/compare.py
 finish() { tar czf "$OUT/$CALL.tgz" -C "$OUT" "$CALL" && rm -rf "$L"; }
 trap finish EXIT
 
-case ${PART:?PART=stage|exp1|exp2|perf|perf7|perf8|perf9|perf10|perf11|perf12|perf13|perf14|perf15|ncu3|verify|programs|mps|last|ncu2|ncu1} in
+case ${PART:?PART=stage|exp1|exp2|perf|perf7|perf8|perf9|perf10|perf11|perf12|perf13|perf14|perf15|perf16|sweeps|ncu3|verify|programs|mps|last|ncu2|ncu1} in
 stage)
   mkdir -p $J /tmp/jit
   if [ -f .nccl/nccl-2.32.3.tar.xz ]; then
@@ -491,18 +498,20 @@ ncu2)
   run ncu-triton-final-8 120 "${R[@]}" XDG_CACHE_HOME=/tmp/cache-final "${N[@]}" -k regex:tp_tail_triton $G/final/06_symm_bench --build nvcc --contenders triton -b 8 -e 8 -n 20 -w 5 --trials 1
   run ncu-symm-final-8 120 "${R[@]}" XDG_CACHE_HOME=/tmp/cache-final "${N[@]}" -k regex:symm_all_reduce_kernel $G/final/06_symm_bench --build nvcc --contenders symm-layer -b 8 -e 8 -n 20 -w 5 --trials 1
   ;;
-perf11|perf12|perf13|perf14|perf15)
+perf11|perf12|perf13|perf14|perf15|perf16)
   [ -f .carry/c13.txz ] && { mkdir -p $G && tar -xJf .carry/c13.txz -C $G --strip-components=1; }
   [ -f .carry/c11.txz ] && { mkdir -p $G && tar -xJf .carry/c11.txz -C $G --strip-components=1; }
   [ -f .carry/c12.txz ] && { mkdir -p $G && tar -xJf .carry/c12.txz -C $G --strip-components=1; }
   [ -f .carry/c14.txz ] && { mkdir -p $G && tar -xJf .carry/c14.txz -C $G --strip-components=1; }
   [ -f .carry/c15.txz ] && { mkdir -p $G && tar -xJf .carry/c15.txz -C $G --strip-components=1; }
+  [ -f .carry/c16.txz ] && { mkdir -p $G && tar -xJf .carry/c16.txz -C $G --strip-components=1; }
   R=("${E32[@]}" NTHREADS=1)
   W=(--build nvcc -b 8 -e 8 -n 1 -w 0 --trials 1)
   V="c8 c10"; N=c10; T=""; [ $PART = perf12 ] && { V="c8 c11"; N=c11; T=",triton"; }
   [ $PART = perf13 ] && { V="c8 c12"; N=c12; T=",triton"; }
   [ $PART = perf14 ] && { V="c8 c13"; N=c13; T=",triton"; }
   TB=""; [ $PART = perf15 ] && { V="c13 c14"; N=c14; T=",triton"; TB=",triton"; }
+  [ $PART = perf16 ] && { V="c13 c15 c15u"; N=c15; T=",triton"; TB=",triton"; }
   B0=${V%% *}  # the baseline
   for v in $V; do
     run build-$v 200 "${R[@]}" XDG_CACHE_HOME=/tmp/cache-$v $G/$v/06_symm_bench "${W[@]}" --contenders fused
@@ -526,20 +535,32 @@ perf11|perf12|perf13|perf14|perf15)
   done
   python3 $CMP $L/big-bf16-$B0.json $L/big-bf16-$N.json > $L/big-bf16-n1.txt 2>&1
   python3 $CMP $L/small-$B0-n2.json $L/small-$N-n2.json > $L/small-n2.txt 2>&1
-  [ $PART = perf13 ] || [ $PART = perf14 ] || [ $PART = perf15 ] || exit 0
+  if [ $PART = perf16 ]; then
+    for t in small big; do
+      python3 $CMP $L/$t-c13-1.json $L/$t-c15u-1.json $L/$t-c13-2.json $L/$t-c15u-2.json > $L/$t-n1-c15u.txt 2>&1
+    done
+    python3 $CMP $L/big-bf16-c13.json $L/big-bf16-c15u.json > $L/big-bf16-n1-c15u.txt 2>&1
+  fi
+  [ $PART = perf13 ] || [ $PART = perf14 ] || [ $PART = perf15 ] || [ $PART = perf16 ] || exit 0
   # The suite and the stress mode only if the change is kept: perf13 by its
   # 128 MiB time, perf14 by change 13's whole rule (small sizes too).
   python3 - "$L" $N $PART $B0 > $L/decision.txt <<'PY' || exit 0
 import json, sys
 L, N, part, B0 = sys.argv[1:]
-S = "triton-nccl" if part == "perf15" else "fused-nccl"
+S = "triton-nccl" if part in ("perf15", "perf16") else "fused-nccl"
 def t(f, size):
     d = json.load(open(f"{L}/{f}.json"))
     return [r["out_of_place"]["time_us"] for s in d["series"] if s["name"] == S
             for r in s["rows"] if r["bytes"] == size][0]
 ratios = [t(f"big-{N}-{i}", 134217728) / t(f"big-{B0}-{i}", 134217728) for i in (1, 2)]
 print(f"{S} at 128 MiB, {N} / {B0}:", " ".join(f"{r:.3f}" for r in ratios))
-ok = max(ratios) <= 0.98
+ok = max(ratios) <= (0.99 if part == "perf16" else 0.98)
+if part == "perf16":
+    r16 = [t(f"big-{N}-{i}", 16777216) / t(f"big-{B0}-{i}", 16777216) for i in (1, 2)]
+    print(f"{S} at 16 MiB, {N} / {B0}:", " ".join(f"{r:.3f}" for r in r16))
+    bf = [t(f"big-bf16-{N}", size) / t(f"big-bf16-{B0}", size) for size in (16777216, 134217728)]
+    print(f"{S} in bfloat16 at 16 and 128 MiB, {N} / {B0}:", " ".join(f"{r:.3f}" for r in bf))
+    ok = ok and max(r16) <= 0.975 and max(bf) <= 1.02
 if part != "perf13":
     d = json.load(open(f"{L}/small-{B0}-1.json"))
     sizes = [r["bytes"] for s in d["series"] if s["name"] == S for r in s["rows"]]
@@ -561,12 +582,18 @@ PY
   done
   run 06-stress-one-region-n2 60 "${R2[@]}" $B/06_symm_bench --build nvcc --contenders fused,triton --stress 500 --one-region -b 8 -e 1M -f 8
   run 06-stress-big-n2 90 "${R2[@]}" $B/06_symm_bench --build nvcc --contenders fused,triton --stress 50 -b 2M -e 32M -f 4
-  [ $PART = perf15 ] || exit 0
+  [ $PART = perf15 ] || [ $PART = perf16 ] || exit 0
   for n in 1 2 4; do
     Rn=("${E32[@]}" NTHREADS=$n "${SHARE[@]}")
     run 06b-n$n 120 "${Rn[@]}" $B/06b_symm_triton
     run 06b-bf16-n$n 120 "${Rn[@]}" $B/06b_symm_triton --dtype bf16
     run your-triton-kernel-n$n 120 "${Rn[@]}" $B/your_triton_kernel
+  done
+  ;;
+sweeps)
+  [ -f .carry/threads.txz ] && { mkdir -p $G && tar -xJf .carry/threads.txz -C $G; }
+  for n in 1 2; do
+    run default-n$n 90 "${E32[@]}" NTHREADS=$n "${SHARE[@]}" $G/threads/bin/06_symm_bench --json $L/default-n$n.json
   done
   ;;
 ncu3)
