@@ -91,6 +91,10 @@
 #               (PERF_NOTES.md), then perf15's suite, stress mode and 06b
 #   PART=sweeps carry .carry/threads.txz: 06_symm_bench's default sweep at 1
 #               and 2 ranks (its wall time in each log), every operation checked
+#   PART=ncu4   carry .carry/threads.txz: ncu (caches flushed) on the fused
+#               Triton and CUDA kernels at 128 MiB, one rank, float32: speed
+#               of light, memory, warp state, and the warps' stall samples
+#               per SASS instruction (the source page as CSV, gzipped)
 #   PART=ncu3   carry .carry/threads.txz: ncu on tp_compute (the compute
 #               phase alone, from the unfused05 contender) and tp_tail_fused at
 #               128 MiB, one rank: throughput, memory, stall reasons, scheduler
@@ -130,7 +134,7 @@ CMP=runs/2026-11-25/scripts/compare.py
 finish() { tar czf "$OUT/$CALL.tgz" -C "$OUT" "$CALL" && rm -rf "$L"; }
 trap finish EXIT
 
-case ${PART:?PART=stage|exp1|exp2|perf|perf7|perf8|perf9|perf10|perf11|perf12|perf13|perf14|perf15|perf16|sweeps|ncu3|verify|programs|mps|last|ncu2|ncu1} in
+case ${PART:?PART=stage|exp1|exp2|perf|perf7|perf8|perf9|perf10|perf11|perf12|perf13|perf14|perf15|perf16|sweeps|ncu4|ncu3|verify|programs|mps|last|ncu2|ncu1} in
 stage)
   mkdir -p $J /tmp/jit
   if [ -f .nccl/nccl-2.32.3.tar.xz ]; then
@@ -588,6 +592,21 @@ PY
     run 06b-n$n 120 "${Rn[@]}" $B/06b_symm_triton
     run 06b-bf16-n$n 120 "${Rn[@]}" $B/06b_symm_triton --dtype bf16
     run your-triton-kernel-n$n 120 "${Rn[@]}" $B/your_triton_kernel
+  done
+  ;;
+ncu4)
+  [ -f .carry/threads.txz ] && { mkdir -p $G && tar -xJf .carry/threads.txz -C $G; }
+  R=("${E32[@]}" NTHREADS=1)
+  N=(ncu --cache-control all --clock-control none --launch-skip 5 --launch-count 1
+     --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats
+     --section SchedulerStats --section SourceCounters)
+  A=(--build nvcc -b 128M -e 128M -n 5 -w 2 --trials 1)
+  for k in triton fused; do
+    run ncu-$k-128M 150 "${R[@]}" "${N[@]}" -k regex:tp_tail_$k -o $L/$k-128M $G/threads/bin/06_symm_bench "${A[@]}" --contenders $k
+    [ -f $L/$k-128M.ncu-rep ] || continue
+    ncu -i $L/$k-128M.ncu-rep > $L/$k-128M-details.txt 2>&1
+    ncu -i $L/$k-128M.ncu-rep --page source --csv --print-source sass 2>&1 | gzip > $L/$k-128M-sass.csv.gz
+    rm -f $L/$k-128M.ncu-rep
   done
   ;;
 sweeps)
