@@ -33,17 +33,20 @@ from symm import LIBRARY, SYMM_OK, SYMM_REDUCE_SUM, extern_libs, symm_all_reduce
 
 # 16 warps: 512 threads a program, as the CUDA kernels' SYMM_THREADS.
 NUM_WARPS = 16
-# The compute phase's tile, and the epilogue's chunk of a row (a whole row of
-# the benchmark's 4096 features: one round trip for its loads, not two).
+# The compute phase's tile (BLOCK_T tokens by BLOCK_H columns, BLOCK_K input
+# features a step: tl.dot takes 16 or more of each), and the epilogue's chunk
+# of a row (a whole row of the benchmark's 4096 features: one round trip for
+# its loads, not two).
 BLOCK_T = 16
 BLOCK_H = 256
 BLOCK_N = 4096
+BLOCK_K = 16
 
 
 @triton.jit
 def tp_tail_triton(ctx, buffer, byte_offset, x, w, residual, gamma, out, tokens, hidden, k, eps,
                    status, DTYPE: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_H: tl.constexpr,
-                   BLOCK_N: tl.constexpr):
+                   BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
     # `buffer` is this rank's address of the context's buffer; the partial
     # output starts byte_offset bytes into it (a multiple of the element size,
     # which symm_all_reduce checks). `ctx` is the context's device address.
@@ -62,12 +65,17 @@ def tp_tail_triton(ctx, buffer, byte_offset, x, w, residual, gamma, out, tokens,
         t_in = t < tokens
         i_in = i < hidden
         acc = tl.zeros([BLOCK_T, BLOCK_H], dtype=tl.float32)
-        # Unrolled by 4: the loads of four values of j are in flight together
-        # (by 8: 0.5 µs slower at 8 B, call 150).
-        for j in tl.range(0, k, loop_unroll_factor=4):
-            xj = tl.load(x + t.to(tl.int64) * k + j, mask=t_in, other=0.0)
-            wj = tl.load(w + j * hidden.to(tl.int64) + i, mask=i_in, other=0.0)
-            acc = tl.fma(xj[:, None], wj[None, :], acc)
+        # BLOCK_K input features at a time through tl.dot's fma path
+        # (input_precision="ieee"): each output's fmas in j order, as the CPU
+        # reference's, with a register tile per thread (PERF_NOTES.md, change 17).
+        for k0 in range(0, k, BLOCK_K):
+            j = k0 + tl.arange(0, BLOCK_K)
+            j_in = j < k
+            xs = tl.load(x + t.to(tl.int64)[:, None] * k + j[None, :],
+                         mask=t_in[:, None] & j_in[None, :], other=0.0)
+            ws = tl.load(w + j.to(tl.int64)[:, None] * hidden + i[None, :],
+                         mask=j_in[:, None] & i_in[None, :], other=0.0)
+            acc = tl.dot(xs, ws, acc, input_precision="ieee")
         where = t.to(tl.int64)[:, None] * hidden + i[None, :]
         tl.store(partial + where, acc.to(elem), mask=t_in[:, None] & i_in[None, :])
 
@@ -156,8 +164,10 @@ def signature(dtype):
         "residual": f"*{t}", "gamma": "*fp32", "out": f"*{t}", "tokens": "i32", "hidden": "i32",
         "k": "i32", "eps": "fp32", "status": "*i32",
         "DTYPE": "constexpr", "BLOCK_T": "constexpr", "BLOCK_H": "constexpr", "BLOCK_N": "constexpr",
+        "BLOCK_K": "constexpr",
     }
-    constants = {"DTYPE": code, "BLOCK_T": BLOCK_T, "BLOCK_H": BLOCK_H, "BLOCK_N": BLOCK_N}
+    constants = {"DTYPE": code, "BLOCK_T": BLOCK_T, "BLOCK_H": BLOCK_H, "BLOCK_N": BLOCK_N,
+                 "BLOCK_K": BLOCK_K}
     return sig, constants
 
 
