@@ -35,7 +35,7 @@ __device__ __forceinline__ void tp_store(void* p, size_t i, int dtype, float v) 
 #define TP_K_STEP 8
 #define TP_K_HELD 16
 #define TP_K_CHUNK 64
-static_assert(TP_K_HELD <= TP_K_CHUNK, "change 8 holds one step of weights: k in one chunk");
+static_assert(TP_K_STEP <= TP_K_CHUNK && TP_K_HELD <= TP_K_CHUNK, "held weights: one chunk's");
 
 // Phase "compute": partial[t, i] = sum_j x[t, j] w[j, i], by tiles of
 // TP_TILE_TOKENS tokens x COLUMNS * blockDim.x columns. A thread owns COLUMNS
@@ -187,6 +187,7 @@ __device__ __forceinline__ void tp_rows(const void* sum, void* residual, const f
     }
   }
 }
+// Block b takes rows b and b + G (G = gridDim.x), then b + 2G and b + 3G, ...
 __device__ __forceinline__ void tp_epilogue(const void* sum, void* residual, const float* gamma,
                                             void* out, int tokens, int hidden, float eps,
                                             int dtype) {

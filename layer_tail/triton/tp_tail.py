@@ -56,7 +56,7 @@ def tp_tail_triton(ctx, buffer, byte_offset, x, w, residual, gamma, out, tokens,
     partial = buffer + byte_offset // (elem.primitive_bitwidth // 8)
 
     # Compute: partial[t, i] = sum_j x[t, j] w[j, i], one tile at a time,
-    # the tiles spread over the programs. fma in j order, as the CUDA kernel.
+    # the tiles spread over the programs.
     tiles_h = tl.cdiv(hidden, BLOCK_H)
     tiles = tl.cdiv(tokens, BLOCK_T) * tiles_h
     for tile in range(pid, tiles, programs):
@@ -87,13 +87,14 @@ def tp_tail_triton(ctx, buffer, byte_offset, x, w, residual, gamma, out, tokens,
     if pid == 0:
         tl.store(status, rc)
 
-    # Residual + RMSNorm, one token (row) per program at a time, or in float32
-    # with two rows or more a program, two at a time, t and t + programs (twice
-    # the loads in flight: PERF_NOTES.md, change 15) and a last odd one alone.
-    # The norm is taken over h as stored, as the CUDA kernel does (bfloat16
-    # rounds there).
+    # Residual + RMSNorm. In float32 where every program has two rows or more,
+    # two rows at a time, t and t + programs (twice the loads in flight), then
+    # a last odd one alone; otherwise one row per program at a time, the loop
+    # below as it was (in bfloat16 the pairs were 17 % slower, and at few rows
+    # their loop cost 0.4 µs: PERF_NOTES.md, changes 14 and 15). The norm is
+    # taken over h as stored, as the CUDA kernel does (bfloat16 rounds there).
     if rc == SYMM_OK:
-        if DTYPE == 0 and tokens >= 2 * programs:
+        if DTYPE == 0 and tokens >= 2 * programs:  # DTYPE 0: float32 (DTYPES)
             pairs = tl.cdiv(tokens - programs - pid, 2 * programs)
             for p in range(0, pairs):
                 tp_rows(partial, residual, gamma, out, pid + p * 2 * programs, programs, hidden,
@@ -127,8 +128,9 @@ def tp_tail_triton(ctx, buffer, byte_offset, x, w, residual, gamma, out, tokens,
 @triton.jit
 def tp_rows(partial, residual, gamma, out, t, step, hidden, eps, ROWS: tl.constexpr,
             BLOCK_N: tl.constexpr):
-    # Rows t, t + step, ... (ROWS of them): h = sum + residual, written back as
-    # the new residual, then normalized.
+    # Rows t, t + step, ... (ROWS of them, each below `tokens`: the caller's to
+    # check): h = sum + residual, written back as the new residual, then
+    # normalized.
     elem = residual.dtype.element_ty
     rows = (t + tl.arange(0, ROWS) * step).to(tl.int64) * hidden
     squares = tl.zeros([ROWS, BLOCK_N], dtype=tl.float32)
@@ -163,8 +165,8 @@ def signature(dtype):
         "ctx": "i64", "buffer": f"*{t}", "byte_offset": "i64", "x": "*fp32", "w": "*fp32",
         "residual": f"*{t}", "gamma": "*fp32", "out": f"*{t}", "tokens": "i32", "hidden": "i32",
         "k": "i32", "eps": "fp32", "status": "*i32",
-        "DTYPE": "constexpr", "BLOCK_T": "constexpr", "BLOCK_H": "constexpr", "BLOCK_N": "constexpr",
-        "BLOCK_K": "constexpr",
+        "DTYPE": "constexpr", "BLOCK_T": "constexpr", "BLOCK_H": "constexpr",
+        "BLOCK_N": "constexpr", "BLOCK_K": "constexpr",
     }
     constants = {"DTYPE": code, "BLOCK_T": BLOCK_T, "BLOCK_H": BLOCK_H, "BLOCK_N": BLOCK_N,
                  "BLOCK_K": BLOCK_K}
