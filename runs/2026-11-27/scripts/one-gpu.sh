@@ -507,13 +507,10 @@ ncu2)
   run ncu-symm-final-8 120 "${R[@]}" XDG_CACHE_HOME=/tmp/cache-final "${N[@]}" -k regex:symm_all_reduce_kernel $G/final/06_symm_bench --build nvcc --contenders symm-layer -b 8 -e 8 -n 20 -w 5 --trials 1
   ;;
 perf11|perf12|perf13|perf14|perf15|perf16|perf17)
-  [ -f .carry/c13.txz ] && { mkdir -p $G && tar -xJf .carry/c13.txz -C $G --strip-components=1; }
-  [ -f .carry/c11.txz ] && { mkdir -p $G && tar -xJf .carry/c11.txz -C $G --strip-components=1; }
-  [ -f .carry/c12.txz ] && { mkdir -p $G && tar -xJf .carry/c12.txz -C $G --strip-components=1; }
-  [ -f .carry/c14.txz ] && { mkdir -p $G && tar -xJf .carry/c14.txz -C $G --strip-components=1; }
-  [ -f .carry/c15.txz ] && { mkdir -p $G && tar -xJf .carry/c15.txz -C $G --strip-components=1; }
-  [ -f .carry/c16.txz ] && { mkdir -p $G && tar -xJf .carry/c16.txz -C $G --strip-components=1; }
-  [ -f .carry/c17.txz ] && { mkdir -p $G && tar -xJf .carry/c17.txz -C $G --strip-components=1; }
+  # Whichever archive this call carried (in this order, a later one's files win).
+  for c in c13 c11 c12 c14 c15 c16 c17; do
+    [ -f .carry/$c.txz ] && { mkdir -p $G && tar -xJf .carry/$c.txz -C $G --strip-components=1; }
+  done
   R=("${E32[@]}" NTHREADS=1)
   W=(--build nvcc -b 8 -e 8 -n 1 -w 0 --trials 1)
   V="c8 c10"; N=c10; T=""; [ $PART = perf12 ] && { V="c8 c11"; N=c11; T=",triton"; }
