@@ -118,13 +118,15 @@ fn benchmark_refuses_an_output_path_it_cannot_write_before_the_sweep() {
     }
 }
 
-/// `--blocks 0` is refused by the option parser (exit 2, naming the
-/// option), before any GPU is looked for.
+/// `--blocks 0`, and `--k` outside 1 to 256, are refused by the option
+/// parser (exit 2, naming the option), before any GPU is looked for.
 #[test]
-fn zero_blocks_are_refused() {
-    let out = bench().run(1, &["--blocks", "0"], std::time::Duration::from_secs(30));
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{}", testkit::describe(&out));
-    assert!(stderr.contains("--blocks"), "{stderr}");
-    assert!(!stderr.contains("panicked"), "{stderr}");
+fn zero_blocks_and_a_bad_k_are_refused() {
+    for (option, value) in [("--blocks", "0"), ("--k", "0"), ("--k", "257")] {
+        let out = bench().run(1, &[option, value], std::time::Duration::from_secs(30));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{}", testkit::describe(&out));
+        assert!(stderr.contains(option), "{stderr}");
+        assert!(!stderr.contains("panicked"), "{stderr}");
+    }
 }

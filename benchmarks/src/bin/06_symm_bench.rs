@@ -46,6 +46,9 @@
 //! symmetric buffer, its activations changing from one operation to the
 //! next: an operation that overlaps a peer's previous one reads partials of
 //! the wrong operation, and its check fails.
+//! `--k` sets the input features a rank holds (default 16, at most 256): above 16
+//! both kernels take several steps of them, above 64 the CUDA kernel several
+//! chunks, paths that k = 16 leaves unrun.
 //! `--bad-input` runs every bad-input case of `codes::bad_input_cases`
 //! through `symm_all_reduce_kernel` and compares the device's code with the
 //! documented one.
@@ -56,6 +59,7 @@
 //! mpirun -np 2 target/release/06_symm_bench --backend nvshmem --json l06-nvshmem.json
 //! NTHREADS=2 target/release/06_symm_bench --stress 2000 -b 4K -e 4M -f 32
 //! NTHREADS=2 target/release/06_symm_bench --stress 2000 --one-region -b 4K -e 4M -f 32
+//! NTHREADS=2 target/release/06_symm_bench --contenders fused,triton --k 40 --stress 200 -e 1M
 //! NTHREADS=1 target/release/06_symm_bench --bad-input
 //! ```
 //!
@@ -327,6 +331,12 @@ struct Args {
     /// issue 32's experiment on what a grid larger than the work costs.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     blocks: Option<u32>,
+    /// The layer tail's input features a rank holds (k: the activations are
+    /// tokens x k, the weights k x 4096; the floor leaves them out). Above 16
+    /// both fused kernels take several steps of them, above 64 the CUDA kernel
+    /// several chunks. The CPU reference's time grows with k.
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=256))]
+    k: u32,
 }
 
 impl Args {
@@ -468,13 +478,13 @@ fn main() -> ExitCode {
 
 /// The layer of `bytes` bytes of partial output: 4096 features per token,
 /// or one token of all of them below 4096 elements.
-fn layer_for(bytes: usize, dtype: Dtype) -> Layer {
+fn layer_for(bytes: usize, dtype: Dtype, k: u32) -> Layer {
     let elements = bytes / dtype.size();
     let hidden = elements.clamp(1, 4096);
     Layer {
         tokens: (elements / hidden).max(1),
         hidden,
-        k: 16,
+        k: k as usize,
         eps: 1e-6,
     }
 }
@@ -952,7 +962,7 @@ fn run_layer(
     }
     let mut stress_rows: Vec<Vec<allreduce::StressRow>> = vec![Vec::new(); stress_kernels.len()];
     for &bytes in sizes {
-        let layer = layer_for(bytes, dtype);
+        let layer = layer_for(bytes, dtype, args.k);
         let bytes = layer.elements() * dtype.size();
         let x = stream.clone_htod(&reference::activations(&layer, ctx.rank()));
         let x = x.context("activations")?;
