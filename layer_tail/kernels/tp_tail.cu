@@ -37,15 +37,13 @@ __device__ __forceinline__ void tp_store(void* p, size_t i, int dtype, float v) 
 #define TP_K_CHUNK 64
 static_assert(TP_K_STEP <= TP_K_CHUNK && TP_K_HELD <= TP_K_CHUNK, "held weights: one chunk's");
 
-// Phase "compute": partial[t, i] = sum_j x[t, j] w[j, i], by tiles of
-// TP_TILE_TOKENS tokens x COLUMNS * blockDim.x columns. A thread owns COLUMNS
-// columns blockDim.x apart (coalesced) and keeps their sums in registers. The
-// tile's activations go to shared memory TP_K_CHUNK j at a time (one round trip
-// per block, then broadcast reads); then per STEP j a thread loads all its
-// weights before the first fma, and keeps them for the block's next tile where
-// one step covers k and the columns stay (PERF_NOTES.md, change 8). Every j of a
-// step runs its fmas (0s past the chunk's end): with a branch per j the compiler
-// moved each j's loads down to their use (call 117).
+// Phase "compute": partial[t, i] = sum_j x[t, j] w[j, i], by tiles of TP_TILE_TOKENS
+// tokens x COLUMNS * blockDim.x columns. A thread owns COLUMNS columns blockDim.x apart
+// (coalesced), their sums in registers. The tile's activations go to shared memory
+// TP_K_CHUNK j at a time (one round trip per block, then broadcast reads); per STEP j a
+// thread loads all its weights before the first fma, kept for the block's next tile where
+// one step covers k and the columns stay (PERF_NOTES.md, change 8). Every j of a step runs
+// its fmas (0s past the chunk's end): a branch per j moved its loads to their use (call 117).
 template <int COLUMNS, int STEP>
 __device__ __forceinline__ void tp_partial_tiles(const float* x, const float* w, void* partial,
                                                  int tokens, int hidden, int k, int dtype) {
@@ -86,9 +84,8 @@ __device__ __forceinline__ void tp_partial_tiles(const float* x, const float* w,
           for (int u = 0; u < TP_TILE_TOKENS; u++) {
             const float xj = s0 + s < chunk ? xs[s0 + s][u] : 0.0f;
 #pragma unroll
-            for (int c = 0; c < COLUMNS; c++) {
+            for (int c = 0; c < COLUMNS; c++)
               acc[u][c] = fmaf(xj, wj[s][c], acc[u][c]);  // in j order, as the CPU reference
-            }
           }
         }
       }
@@ -99,9 +96,8 @@ __device__ __forceinline__ void tp_partial_tiles(const float* x, const float* w,
 #pragma unroll
       for (int c = 0; c < COLUMNS; c++) {
         const int i = i0 + c * blockDim.x;
-        if (t0 + u < tokens && i < hidden) {
+        if (t0 + u < tokens && i < hidden)
           tp_store(partial, (size_t)(t0 + u) * hidden + i, dtype, acc[u][c]);
-        }
       }
     }
   }
@@ -113,10 +109,9 @@ __device__ __forceinline__ void tp_partial(const float* x, const float* w, void*
                                            int tokens, int hidden, int k, int dtype) {
   const int wide = TP_TILE_COLUMNS * blockDim.x;
   const int tiles = (tokens + TP_TILE_TOKENS - 1) / TP_TILE_TOKENS * ((hidden + wide - 1) / wide);
-  if (tiles < (int)gridDim.x)
-    tp_partial_tiles<1, TP_K_STEP>(x, w, partial, tokens, hidden, k, dtype);
-  else
-    tp_partial_tiles<TP_TILE_COLUMNS, TP_K_HELD>(x, w, partial, tokens, hidden, k, dtype);
+  tiles < (int)gridDim.x
+      ? tp_partial_tiles<1, TP_K_STEP>(x, w, partial, tokens, hidden, k, dtype)
+      : tp_partial_tiles<TP_TILE_COLUMNS, TP_K_HELD>(x, w, partial, tokens, hidden, k, dtype);
 }
 
 // v rounded to dtype and back: what tp_store then tp_load give.
@@ -141,9 +136,9 @@ __device__ __forceinline__ float tp_block_sum(float v) {
 // RMSNorm scale. A block takes two tokens (rows) at a time, t and t + gridDim.x (twice
 // the loads in flight: PERF_NOTES.md, change 13), and a last odd one alone (TWO false).
 // A thread loads TP_ROW_ITEMS of a row (i, i + blockDim.x, ...) before using one.
-template <bool TWO>
+template <bool TWO, int DTYPE>
 __device__ __forceinline__ void tp_rows(const void* sum, void* residual, const float* gamma,
-                                        void* out, int t, int hidden, float eps, int dtype) {
+                                        void* out, int t, int hidden, float eps) {
   const size_t row = (size_t)t * hidden, row1 = row + (size_t)gridDim.x * hidden;
   const int stride = TP_ROW_ITEMS * blockDim.x;
   float squares = 0.0f, squares1 = 0.0f;
@@ -152,8 +147,8 @@ __device__ __forceinline__ void tp_rows(const void* sum, void* residual, const f
 #pragma unroll
     for (int u = 0; u < TP_ROW_ITEMS; u++) {
       const int i = first + u * blockDim.x;
-      h[u] = i < hidden ? tp_load(sum, row + i, dtype) + tp_load(residual, row + i, dtype) : 0.0f;
-      h1[u] = TWO && i < hidden ? tp_load(sum, row1 + i, dtype) + tp_load(residual, row1 + i, dtype)
+      h[u] = i < hidden ? tp_load(sum, row + i, DTYPE) + tp_load(residual, row + i, DTYPE) : 0.0f;
+      h1[u] = TWO && i < hidden ? tp_load(sum, row1 + i, DTYPE) + tp_load(residual, row1 + i, DTYPE)
                                 : 0.0f;
     }
 #pragma unroll
@@ -161,9 +156,9 @@ __device__ __forceinline__ void tp_rows(const void* sum, void* residual, const f
       const int i = first + u * blockDim.x;
       if (i >= hidden) continue;
       // The norm of h as stored: the residual the next layer reads (bf16 rounds).
-      const float stored = tp_round(h[u], dtype), stored1 = tp_round(h1[u], dtype);
-      tp_store(residual, row + i, dtype, stored);
-      if (TWO) tp_store(residual, row1 + i, dtype, stored1);
+      const float stored = tp_round(h[u], DTYPE), stored1 = tp_round(h1[u], DTYPE);
+      tp_store(residual, row + i, DTYPE, stored);
+      if (TWO) tp_store(residual, row1 + i, DTYPE, stored1);
       squares = fmaf(stored, stored, squares);
       squares1 = fmaf(stored1, stored1, squares1);
     }
@@ -175,31 +170,38 @@ __device__ __forceinline__ void tp_rows(const void* sum, void* residual, const f
 #pragma unroll
     for (int u = 0; u < TP_ROW_ITEMS; u++) {
       const int i = first + u * blockDim.x;
-      h[u] = i < hidden ? tp_load(residual, row + i, dtype) : 0.0f;
-      h1[u] = TWO && i < hidden ? tp_load(residual, row1 + i, dtype) : 0.0f;
+      h[u] = i < hidden ? tp_load(residual, row + i, DTYPE) : 0.0f;
+      h1[u] = TWO && i < hidden ? tp_load(residual, row1 + i, DTYPE) : 0.0f;
       g[u] = i < hidden ? gamma[i] : 0.0f;
     }
 #pragma unroll
     for (int u = 0; u < TP_ROW_ITEMS; u++) {
       const int i = first + u * blockDim.x;
-      if (i < hidden) tp_store(out, row + i, dtype, h[u] * scale * g[u]);
-      if (TWO && i < hidden) tp_store(out, row1 + i, dtype, h1[u] * scale1 * g[u]);
+      if (i < hidden) tp_store(out, row + i, DTYPE, h[u] * scale * g[u]);
+      if (TWO && i < hidden) tp_store(out, row1 + i, DTYPE, h1[u] * scale1 * g[u]);
     }
   }
 }
 // Block b takes rows b and b + G (G = gridDim.x), then b + 2G and b + 3G, ...
+template <int DTYPE>
+__device__ __forceinline__ void tp_epilogue(const void* sum, void* residual, const float* gamma,
+                                            void* out, int tokens, int hidden, float eps) {
+  int t = blockIdx.x;
+  for (; t + gridDim.x < tokens; t += 2 * gridDim.x)
+    tp_rows<true, DTYPE>(sum, residual, gamma, out, t, hidden, eps);
+  if (t < tokens) tp_rows<false, DTYPE>(sum, residual, gamma, out, t, hidden, eps);
+}
+// Each dtype's rows compiled apart, with no test of dtype per element (PERF_NOTES.md, change 21).
 __device__ __forceinline__ void tp_epilogue(const void* sum, void* residual, const float* gamma,
                                             void* out, int tokens, int hidden, float eps,
                                             int dtype) {
-  int t = blockIdx.x;
-  for (; t + gridDim.x < tokens; t += 2 * gridDim.x)
-    tp_rows<true>(sum, residual, gamma, out, t, hidden, eps, dtype);
-  if (t < tokens) tp_rows<false>(sum, residual, gamma, out, t, hidden, eps, dtype);
+  dtype == SYMM_DTYPE_FLOAT32
+      ? tp_epilogue<SYMM_DTYPE_FLOAT32>(sum, residual, gamma, out, tokens, hidden, eps)
+      : tp_epilogue<SYMM_DTYPE_BFLOAT16>(sum, residual, gamma, out, tokens, hidden, eps);
 }
 
-// The fused kernel: compute, all-reduce (in place at buffer + byte_offset),
-// residual + RMSNorm, one launch. *status gets symm_all_reduce's return code;
-// on an error nothing after the call runs.
+// The fused kernel: compute, all-reduce (in place at buffer + byte_offset), residual + RMSNorm,
+// one launch. *status gets symm_all_reduce's return code; on an error nothing after the call runs.
 extern "C" __global__ void __launch_bounds__(SYMM_THREADS, 1)
 tp_tail_fused(void* ctx, void* buffer, size_t byte_offset, const float* x, const float* w,
               void* residual, const float* gamma, void* out, int tokens, int hidden, int k,

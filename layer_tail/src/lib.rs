@@ -175,21 +175,30 @@ pub fn agreed_blocks(ctx: &RankContext, multiprocessors: u32) -> anyhow::Result<
         )
         .into());
     }
-    let fewest = ctx
-        .gather(multiprocessors.to_le_bytes().to_vec())?
-        .map(|all| {
-            all.iter()
-                .filter_map(|b| {
-                    b.get(..4)
-                        .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-                })
-                .min()
-                .unwrap_or(multiprocessors)
-        });
+    let counts = ctx.gather(multiprocessors.to_le_bytes().to_vec())?;
+    let fewest = counts.map(|c| c.iter().filter_map(le_u32).min().unwrap_or(multiprocessors));
     let agreed = ctx.broadcast_vec(fewest.unwrap_or(0).to_le_bytes().to_vec())?;
-    let agreed = agreed
+    le_u32(&agreed)
+        .filter(|&n| n > 0)
+        .ok_or_else(|| anyhow::anyhow!("the ranks could not agree on a grid"))
+}
+
+/// The little-endian u32 that `bytes` starts with, if it has 4 bytes.
+fn le_u32(bytes: impl AsRef<[u8]>) -> Option<u32> {
+    bytes
+        .as_ref()
         .get(..4)
         .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-        .filter(|&n| n > 0);
-    agreed.ok_or_else(|| anyhow::anyhow!("the ranks could not agree on a grid"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::le_u32;
+
+    #[test]
+    fn a_grid_size_is_read_from_its_first_four_bytes() {
+        assert_eq!(le_u32(132u32.to_le_bytes()), Some(132));
+        assert_eq!(le_u32([66, 0, 0, 0, 9]), Some(66));
+        assert_eq!(le_u32([1, 2, 3]), None);
+    }
 }
