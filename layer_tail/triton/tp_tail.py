@@ -56,28 +56,24 @@ def tp_tail_triton(ctx, buffer, byte_offset, x, w, residual, gamma, out, tokens,
     partial = buffer + byte_offset // (elem.primitive_bitwidth // 8)
 
     # Compute: partial[t, i] = sum_j x[t, j] w[j, i], one tile at a time,
-    # the tiles spread over the programs.
+    # the tiles spread over the programs: one loop over this program's (tile,
+    # k step) pairs. Where a program has two tiles or more, Triton's
+    # pipeliner (num_stages=2) loads the next pair's operands while this one
+    # computes; with one tile there is nothing to overlap, and a pipeline's
+    # prologue cost 0.7 µs (PERF_NOTES.md, changes 18 and 23).
     tiles_h = tl.cdiv(hidden, BLOCK_H)
     tiles = tl.cdiv(tokens, BLOCK_T) * tiles_h
-    for tile in range(pid, tiles, programs):
-        t = (tile // tiles_h) * BLOCK_T + tl.arange(0, BLOCK_T)
-        i = (tile % tiles_h) * BLOCK_H + tl.arange(0, BLOCK_H)
-        t_in = t < tokens
-        i_in = i < hidden
-        acc = tl.zeros([BLOCK_T, BLOCK_H], dtype=tl.float32)
-        # BLOCK_K input features at a time through tl.dot's fma path
-        # (input_precision="ieee"): each output's fmas in j order, as the CPU
-        # reference's, with a register tile per thread (PERF_NOTES.md, change 17).
-        for k0 in range(0, k, BLOCK_K):
-            j = k0 + tl.arange(0, BLOCK_K)
-            j_in = j < k
-            xs = tl.load(x + t.to(tl.int64)[:, None] * k + j[None, :],
-                         mask=t_in[:, None] & j_in[None, :], other=0.0)
-            ws = tl.load(w + j.to(tl.int64)[:, None] * hidden + i[None, :],
-                         mask=j_in[:, None] & i_in[None, :], other=0.0)
-            acc = tl.dot(xs, ws, acc, input_precision="ieee")
-        where = t.to(tl.int64)[:, None] * hidden + i[None, :]
-        tl.store(partial + where, acc.to(elem), mask=t_in[:, None] & i_in[None, :])
+    steps = tl.cdiv(k, BLOCK_K)
+    pairs = tl.cdiv(tiles - pid, programs) * steps
+    acc = tl.zeros([BLOCK_T, BLOCK_H], dtype=tl.float32)
+    if pairs > steps:
+        for q in tl.range(0, pairs, num_stages=2):
+            acc = tp_step(x, w, partial, q, acc, pid, programs, steps, tiles_h, tokens, hidden, k,
+                          BLOCK_T, BLOCK_H, BLOCK_K)
+    else:
+        for q in tl.range(0, pairs, num_stages=1):
+            acc = tp_step(x, w, partial, q, acc, pid, programs, steps, tiles_h, tokens, hidden, k,
+                          BLOCK_T, BLOCK_H, BLOCK_K)
 
     # All-reduce, in place: every thread of every program calls it (at the
     # top level, the same arguments everywhere). When it returns 0 the whole
@@ -123,6 +119,35 @@ def tp_tail_triton(ctx, buffer, byte_offset, x, w, residual, gamma, out, tokens,
                     h = tl.load(residual + row + n, mask=n_in, other=0.0).to(tl.float32)
                     g = tl.load(gamma + n, mask=n_in, other=0.0)
                     tl.store(out + row + n, (h * scale * g).to(elem), mask=n_in)
+
+
+@triton.jit
+def tp_step(x, w, partial, q, acc, pid, programs, steps, tiles_h, tokens, hidden, k,
+            BLOCK_T: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_K: tl.constexpr):
+    # A program's pair q: its tile pid + (q // steps) * programs, the tile's
+    # k step q % steps. Adds the step's term to acc; on the tile's last step,
+    # stores the tile and returns a cleared acc for the next.
+    tile = pid + q // steps * programs
+    t = (tile // tiles_h) * BLOCK_T + tl.arange(0, BLOCK_T)
+    i = (tile % tiles_h) * BLOCK_H + tl.arange(0, BLOCK_H)
+    j = q % steps * BLOCK_K + tl.arange(0, BLOCK_K)
+    t_in = t < tokens
+    i_in = i < hidden
+    j_in = j < k
+    xs = tl.load(x + t.to(tl.int64)[:, None] * k + j[None, :],
+                 mask=t_in[:, None] & j_in[None, :], other=0.0)
+    ws = tl.load(w + j.to(tl.int64)[:, None] * hidden + i[None, :],
+                 mask=j_in[:, None] & i_in[None, :], other=0.0)
+    # BLOCK_K input features a step through tl.dot's fma path
+    # (input_precision="ieee"): each output's fmas in j order, as the CPU
+    # reference's, with a register tile per thread (PERF_NOTES.md, change 17).
+    acc = tl.dot(xs, ws, acc, input_precision="ieee")
+    if q % steps == steps - 1:
+        where = t.to(tl.int64)[:, None] * hidden + i[None, :]
+        tl.store(partial + where, acc.to(partial.dtype.element_ty),
+                 mask=t_in[:, None] & i_in[None, :])
+        acc = tl.zeros([BLOCK_T, BLOCK_H], dtype=tl.float32)
+    return acc
 
 
 @triton.jit
