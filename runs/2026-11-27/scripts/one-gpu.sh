@@ -93,10 +93,30 @@
 #               $G/c15, this build's in $G/c17; and .carry/threads.txz, this
 #               build): perf15's runs, kept by change 17's rule (PERF_NOTES.md),
 #               then the thread suite at GPU_TEST_RANKS=2 and the stress mode
+#   PART=perf18 changes 18, 19 and 20 (carry .carry/c18.txz: HEAD 164dc68's
+#               06_symm_bench in $G/c17, changes 18 and 19's in $G/c18, the same
+#               with change 20 in $G/c20; and .carry/threads.txz, c20's build):
+#               the three in turn, twice at 1 rank in float32, once in
+#               bfloat16 (small and large sizes) and at 2 ranks; each change
+#               kept by its rule (PERF_NOTES.md, decision.txt); the stress mode
+#               at 2 ranks with k = 40 and k = 100 on c20's build; if all three
+#               are kept, the thread suite at GPU_TEST_RANKS=2 and the stress mode
+#   PART=perf21 changes 21, 22 and 23, as perf18 (carry .carry/c21.txz: HEAD's
+#               build in $G/c17, changes 21 and 23's in $G/c21, the same with
+#               change 22 in $G/c22; and .carry/threads.txz, c22's build;
+#               KEEP_ALL="21 23 22" runs the suite if all three are kept)
+#   PART=perf24 change 24, as perf18 (carry .carry/c24.txz: c21 from perf21 in
+#               $G/c21, the same with change 24 in $G/c24); no suite
+#   PART=final  after the last change to GPU code (carry .carry/threads.txz):
+#               the thread suite at GPU_TEST_RANKS=2; the stress mode at 2
+#               ranks (float32, bfloat16, one-region, 2 to 32 MiB, k = 40 and
+#               100); lessons 06 and 06b and the two "your kernel" examples at
+#               1, 2 and 4 ranks; 06_symm_bench's default sweep at 1 and 2 ranks
 #   PART=sweeps carry .carry/threads.txz: 06_symm_bench's default sweep at 1
 #               and 2 ranks (its wall time in each log), every operation checked
 #   PART=ncu4   carry .carry/threads.txz: ncu (caches flushed) on the fused
-#               Triton and CUDA kernels at 128 MiB, one rank, float32: speed
+#               Triton and CUDA kernels at 128 MiB, one rank, float32 (or
+#               NCU_DTYPE=bf16; NCU_BIN another 06_symm_bench): speed
 #               of light, memory, warp state, and the warps' stall samples
 #               per SASS instruction (the source page as CSV, gzipped)
 #   PART=ncu3   carry .carry/threads.txz: ncu on tp_compute (the compute
@@ -138,7 +158,7 @@ CMP=runs/2026-11-25/scripts/compare.py
 finish() { tar czf "$OUT/$CALL.tgz" -C "$OUT" "$CALL" && rm -rf "$L"; }
 trap finish EXIT
 
-case ${PART:?PART=stage|exp1|exp2|perf|perf7|perf8|perf9|perf10|perf11|perf12|perf13|perf14|perf15|perf16|perf17|sweeps|ncu4|ncu3|verify|programs|mps|last|ncu2|ncu1} in
+case ${PART:?PART=stage|exp1|exp2|perf|perf7|perf8|perf9|perf10|perf11|perf12|perf13|perf14|perf15|perf16|perf17|perf18|perf21|perf24|final|sweeps|ncu4|ncu3|verify|programs|mps|last|ncu2|ncu1} in
 stage)
   mkdir -p $J /tmp/jit
   if [ -f .nccl/nccl-2.32.3.tar.xz ]; then
@@ -610,19 +630,103 @@ PY
     run your-triton-kernel-n$n 120 "${Rn[@]}" $B/your_triton_kernel
   done
   ;;
+perf18|perf21|perf24)
+  for c in c18 c21 c24; do
+    [ -f .carry/$c.txz ] && { mkdir -p $G && tar -xJf .carry/$c.txz -C $G --strip-components=1; }
+  done
+  [ -f .carry/threads.txz ] && { mkdir -p $G && tar -xJf .carry/threads.txz -C $G; }
+  V="c17 c18 c20"; [ $PART = perf21 ] && V="c17 c21 c22"; [ $PART = perf24 ] && V="c21 c24"
+  set -- $V; A=$1 N=${!#}  # the baseline, the last build (every change)
+  files() { for v in $V; do printf '%s ' "$L/$1-$v${2:-}.json"; done; }  # files PREFIX SUFFIX
+  R=("${E32[@]}" NTHREADS=1)
+  W=(--build nvcc -b 8 -e 8 -n 1 -w 0 --trials 1)
+  for v in $V; do
+    run build-$v 200 "${R[@]}" XDG_CACHE_HOME=/tmp/cache-$v $G/$v/06_symm_bench "${W[@]}" --contenders fused,triton
+  done
+  SMALL=(--build nvcc -b 8 -e 256K -f 8 -n 20 -w 5 --trials 3)
+  BIG=(--build nvcc -b 16M -e 128M -f 8 -n 8 -w 2 --trials 3)
+  for i in 1 2; do
+    for v in $V; do
+      Rv=("${R[@]}" XDG_CACHE_HOME=/tmp/cache-$v)
+      run small-$v-$i 60 "${Rv[@]}" $G/$v/06_symm_bench "${SMALL[@]}" --contenders fused,triton,unfused-nccl-graph --json $L/small-$v-$i.json
+      run big-$v-$i 60 "${Rv[@]}" $G/$v/06_symm_bench "${BIG[@]}" --contenders fused,triton,unfused05-graph,unfused-nccl-graph --json $L/big-$v-$i.json
+    done
+  done
+  for v in $V; do
+    Rv=("${R[@]}" XDG_CACHE_HOME=/tmp/cache-$v)
+    run big-bf16-$v 60 "${Rv[@]}" $G/$v/06_symm_bench "${BIG[@]}" --dtype bf16 --contenders fused,triton,unfused-nccl-graph --json $L/big-bf16-$v.json
+    run small-bf16-$v 60 "${Rv[@]}" $G/$v/06_symm_bench "${SMALL[@]}" --dtype bf16 --contenders fused,triton,unfused-nccl-graph --json $L/small-bf16-$v.json
+    run small-$v-n2 60 "${E32[@]}" NTHREADS=2 "${SHARE[@]}" XDG_CACHE_HOME=/tmp/cache-$v $G/$v/06_symm_bench "${SMALL[@]}" --contenders fused,triton,unfused05-graph --json $L/small-$v-n2.json
+  done
+  for t in small big; do
+    python3 $CMP $(files $t -1) $(files $t -2) > $L/$t-n1.txt 2>&1
+    python3 $CMP $(files $t-bf16) > $L/$t-bf16-n1.txt 2>&1
+  done
+  python3 $CMP $(files small -n2) > $L/small-n2.txt 2>&1
+  python3 runs/2026-11-27/scripts/decide.py $L $PART > $L/decision.txt 2>&1
+  # k > 16 (several steps of j; above 64 the CUDA kernel's chunks), both kernels, the last build.
+  R2=("${E32[@]}" NTHREADS=2 "${SHARE[@]}" XDG_CACHE_HOME=/tmp/cache-$N)
+  for d in f32 bf16; do
+    run 06-stress-k40-$d-n2 60 "${R2[@]}" $G/$N/06_symm_bench --build nvcc --contenders fused,triton --dtype $d --k 40 --stress 200 -b 8 -e 1M -f 8
+  done
+  run 06-stress-k100-n2 60 "${R2[@]}" $G/$N/06_symm_bench --build nvcc --contenders fused,triton --k 100 --stress 50 -b 8 -e 4M -f 8
+  [ $PART != perf18 ] && run 06-stress-k40-big-n2 90 "${R2[@]}" $G/$N/06_symm_bench --build nvcc --contenders fused,triton --k 40 --stress 20 -b 16M -e 32M -f 2
+  tail -1 $L/decision.txt | grep -qx "kept: changes ${KEEP_ALL:-18 19 20}" || exit 0
+  B=$G/threads/bin
+  run suite-threads-n2 ${SUITE_LIMIT:-330} "${E32[@]}" GPU_TEST_RANKS=2 PATH=$G/threads/bin:$PATH \
+    $G/threads/cargo-nextest nextest run --archive-file $G/threads/tests.tar.zst --workspace-remap . \
+    --run-ignored all --no-fail-fast --test-threads 1
+  R2=("${E32[@]}" NTHREADS=2 "${SHARE[@]}")
+  for d in f32 bf16; do
+    run 06-stress-$d-n2 60 "${R2[@]}" $B/06_symm_bench --build nvcc --contenders fused,triton --dtype $d --stress 500 -b 8 -e 1M -f 8
+  done
+  run 06-stress-one-region-n2 60 "${R2[@]}" $B/06_symm_bench --build nvcc --contenders fused,triton --stress 500 --one-region -b 8 -e 1M -f 8
+  run 06-stress-big-n2 90 "${R2[@]}" $B/06_symm_bench --build nvcc --contenders fused,triton --stress 50 -b 2M -e 32M -f 4
+  ;;
+final)
+  [ -f .carry/threads.txz ] && { mkdir -p $G && tar -xJf .carry/threads.txz -C $G; }
+  B=$G/threads/bin
+  run suite-threads-n2 ${SUITE_LIMIT:-330} "${E32[@]}" GPU_TEST_RANKS=2 PATH=$G/threads/bin:$PATH \
+    $G/threads/cargo-nextest nextest run --archive-file $G/threads/tests.tar.zst --workspace-remap . \
+    --run-ignored all --no-fail-fast --test-threads 1
+  R2=("${E32[@]}" NTHREADS=2 "${SHARE[@]}")
+  for d in f32 bf16; do
+    run 06-stress-$d-n2 60 "${R2[@]}" $B/06_symm_bench --build nvcc --contenders fused,triton --dtype $d --stress 500 -b 8 -e 1M -f 8
+  done
+  run 06-stress-one-region-n2 60 "${R2[@]}" $B/06_symm_bench --build nvcc --contenders fused,triton --stress 500 --one-region -b 8 -e 1M -f 8
+  run 06-stress-big-n2 90 "${R2[@]}" $B/06_symm_bench --build nvcc --contenders fused,triton --stress 50 -b 2M -e 32M -f 4
+  run 06-stress-k40-n2 60 "${R2[@]}" $B/06_symm_bench --build nvcc --contenders fused,triton --k 40 --stress 200 -b 8 -e 1M -f 8
+  run 06-stress-k40-big-n2 90 "${R2[@]}" $B/06_symm_bench --build nvcc --contenders fused,triton --k 40 --stress 20 -b 16M -e 32M -f 2
+  run 06-stress-k100-n2 60 "${R2[@]}" $B/06_symm_bench --build nvcc --contenders fused,triton --k 100 --stress 50 -b 8 -e 4M -f 8
+  for n in 1 2 4; do
+    R=("${E32[@]}" NTHREADS=$n "${SHARE[@]}")
+    [ $n = 1 ] && R=("${E32[@]}" NTHREADS=1)
+    run 06-nvcc-n$n 120 "${R[@]}" $B/06_symm_primitive --build nvcc
+    run 06-nvcc-bf16-n$n 120 "${R[@]}" $B/06_symm_primitive --build nvcc --dtype bf16
+    run 06-jit-n$n 120 "${R[@]}" $B/06_symm_primitive --build jit
+    run 06b-n$n 120 "${R[@]}" $B/06b_symm_triton
+    run 06b-bf16-n$n 120 "${R[@]}" $B/06b_symm_triton --dtype bf16
+    run your-cuda-kernel-n$n 120 "${R[@]}" $B/your_cuda_kernel
+    run your-triton-kernel-n$n 120 "${R[@]}" $B/your_triton_kernel
+  done
+  for n in 1 2; do
+    run default-n$n 90 "${E32[@]}" NTHREADS=$n "${SHARE[@]}" $B/06_symm_bench --json $L/default-n$n.json
+  done
+  ;;
 ncu4)
   [ -f .carry/threads.txz ] && { mkdir -p $G && tar -xJf .carry/threads.txz -C $G; }
   R=("${E32[@]}" NTHREADS=1)
   N=(ncu --cache-control all --clock-control none --launch-skip 5 --launch-count 1
      --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats
      --section SchedulerStats --section SourceCounters)
-  A=(--build nvcc -b 128M -e 128M -n 5 -w 2 --trials 1)
+  A=(--build nvcc -b 128M -e 128M -n 5 -w 2 --trials 1 --dtype ${NCU_DTYPE:-f32})
   for k in triton fused; do
-    run ncu-$k-128M 150 "${R[@]}" "${N[@]}" -k regex:tp_tail_$k -o $L/$k-128M $G/threads/bin/06_symm_bench "${A[@]}" --contenders $k
-    [ -f $L/$k-128M.ncu-rep ] || continue
-    ncu -i $L/$k-128M.ncu-rep > $L/$k-128M-details.txt 2>&1
-    ncu -i $L/$k-128M.ncu-rep --page source --csv --print-source sass 2>&1 | gzip > $L/$k-128M-sass.csv.gz
-    rm -f $L/$k-128M.ncu-rep
+    o=$k-128M; [ ${NCU_DTYPE:-f32} = f32 ] || o=$k-128M-$NCU_DTYPE
+    run ncu-$o 150 "${R[@]}" "${N[@]}" -k regex:tp_tail_$k -o $L/$o ${NCU_BIN:-$G/threads/bin/06_symm_bench} "${A[@]}" --contenders $k
+    [ -f $L/$o.ncu-rep ] || continue
+    ncu -i $L/$o.ncu-rep > $L/$o-details.txt 2>&1
+    ncu -i $L/$o.ncu-rep --page source --csv --print-source sass 2>&1 | gzip > $L/$o-sass.csv.gz
+    rm -f $L/$o.ncu-rep
   done
   ;;
 sweeps)

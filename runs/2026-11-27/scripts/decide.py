@@ -1,0 +1,73 @@
+"""The keep rules of changes 18 to 23 (PERF_NOTES.md), from one perf18 or
+perf21 call's JSON: python3 decide.py LOGDIR perf18|perf21. perf18: c17 is
+HEAD 164dc68's build, c18 adds changes 18 (Triton) and 19 (CUDA, bfloat16),
+c20 adds change 20 (CUDA) to c18. perf21: c21 adds changes 21 (CUDA) and
+23 (Triton) to c17, c22 adds change 22 (CUDA) to c21. perf24: c24 adds
+change 24 (Triton) to c21. Prints each ratio
+and rule, then "kept: changes ..." on its last line."""
+import json
+import os
+import sys
+
+L, PART = sys.argv[1:3]
+MIB = 1 << 20
+
+
+def times(f, series):
+    d = json.load(open(f"{L}/{f}.json"))
+    return {r["bytes"]: r["out_of_place"]["time_us"] for s in d["series"] if s["name"] == series
+            for r in s["rows"]}
+
+
+def wrong(v):
+    n = 0
+    for f in os.listdir(L):
+        if f.endswith(".json") and f"-{v}" in f:
+            d = json.load(open(f"{L}/{f}"))
+            n += sum((r.get(p) or {}).get("wrong") or 0 for s in d["series"] for r in s["rows"]
+                     for p in ("out_of_place", "in_place"))
+    return n
+
+
+def rule(change, series, new, old, big_max, bf16_max, f32_everywhere=False):
+    ok = True
+
+    def check(what, r, limit):
+        nonlocal ok
+        good = r <= limit
+        ok = ok and good
+        print(f"change {change}, {series}, {what}: {r:.3f} (at most {limit}){'' if good else ' FAILS'}")
+
+    for i in (1, 2):
+        b0, b1 = times(f"big-{old}-{i}", series), times(f"big-{new}-{i}", series)
+        check(f"float32 128 MiB, run {i}", b1[128 * MIB] / b0[128 * MIB], big_max)
+        check(f"float32 16 MiB, run {i}", b1[16 * MIB] / b0[16 * MIB], 1.0 if not f32_everywhere else 1.02)
+    s0 = [times(f"small-{old}-{i}", series) for i in (1, 2)]
+    s1 = [times(f"small-{new}-{i}", series) for i in (1, 2)]
+    for size in sorted(s0[0]):
+        check(f"float32 {size} B, mean of two runs", sum(s[size] for s in s1) / sum(s[size] for s in s0), 1.02)
+    g0, g1 = times(f"big-bf16-{old}", series), times(f"big-bf16-{new}", series)
+    check("bfloat16 128 MiB", g1[128 * MIB] / g0[128 * MIB], bf16_max)
+    check("bfloat16 16 MiB", g1[16 * MIB] / g0[16 * MIB], 1.0 if bf16_max < 1 else 1.02)
+    h0, h1 = times(f"small-bf16-{old}", series), times(f"small-bf16-{new}", series)
+    for size in sorted(h0):
+        check(f"bfloat16 {size} B, one run", h1[size] / h0[size], 1.03)
+    return ok
+
+
+# change, series, new build, its baseline, most at 128 MiB float32, most at
+# 128 MiB bfloat16, float32 16 MiB within 2 % (else not slower)
+PLANS = {
+    "perf18": [(18, "triton-nccl", "c18", "c17", 0.97, 1.02, False),
+               (19, "fused-nccl", "c18", "c17", 1.02, 0.95, True),
+               (20, "fused-nccl", "c20", "c18", 0.98, 1.02, False)],
+    "perf21": [(21, "fused-nccl", "c21", "c17", 0.98, 1.02, False),
+               (23, "triton-nccl", "c21", "c17", 0.97, 1.02, False),
+               (22, "fused-nccl", "c22", "c21", 0.98, 1.02, False)],
+    "perf24": [(24, "triton-nccl", "c24", "c21", 0.98, 1.02, False)],
+}
+plan = PLANS[PART]
+w = {v: wrong(v) for v in sorted({c[2] for c in plan} | {c[3] for c in plan})}
+print("wrong elements:", w)
+kept = [str(c[0]) for c in plan if rule(*c[:5], c[5], f32_everywhere=c[6]) and w[c[2]] == 0]
+print("kept: changes", " ".join(kept) if kept else "none")
