@@ -158,6 +158,22 @@ CMP=runs/2026-11-25/scripts/compare.py
 finish() { tar czf "$OUT/$CALL.tgz" -C "$OUT" "$CALL" && rm -rf "$L"; }
 trap finish EXIT
 
+# The thread suite at GPU_TEST_RANKS=2, then the stress mode at 2 ranks on both
+# fused kernels (float32, bfloat16, one-region, 2 to 32 MiB), from
+# $G/threads; sets B and R2 for the steps after it.
+suite_and_stress() {
+  B=$G/threads/bin
+  run suite-threads-n2 ${SUITE_LIMIT:-330} "${E32[@]}" GPU_TEST_RANKS=2 PATH=$G/threads/bin:$PATH \
+    $G/threads/cargo-nextest nextest run --archive-file $G/threads/tests.tar.zst --workspace-remap . \
+    --run-ignored all --no-fail-fast --test-threads 1
+  R2=("${E32[@]}" NTHREADS=2 "${SHARE[@]}")
+  for d in f32 bf16; do
+    run 06-stress-$d-n2 60 "${R2[@]}" $B/06_symm_bench --build nvcc --contenders fused,triton --dtype $d --stress 500 -b 8 -e 1M -f 8
+  done
+  run 06-stress-one-region-n2 60 "${R2[@]}" $B/06_symm_bench --build nvcc --contenders fused,triton --stress 500 --one-region -b 8 -e 1M -f 8
+  run 06-stress-big-n2 90 "${R2[@]}" $B/06_symm_bench --build nvcc --contenders fused,triton --stress 50 -b 2M -e 32M -f 4
+}
+
 case ${PART:?PART=stage|exp1|exp2|perf|perf7|perf8|perf9|perf10|perf11|perf12|perf13|perf14|perf15|perf16|perf17|perf18|perf21|perf24|final|sweeps|ncu4|ncu3|verify|programs|mps|last|ncu2|ncu1} in
 stage)
   mkdir -p $J /tmp/jit
@@ -612,16 +628,7 @@ print("kept" if ok else "not kept")
 sys.exit(0 if ok else 1)
 PY
   [ -f .carry/threads.txz ] && { mkdir -p $G && tar -xJf .carry/threads.txz -C $G; }
-  B=$G/threads/bin
-  run suite-threads-n2 ${SUITE_LIMIT:-330} "${E32[@]}" GPU_TEST_RANKS=2 PATH=$G/threads/bin:$PATH \
-    $G/threads/cargo-nextest nextest run --archive-file $G/threads/tests.tar.zst --workspace-remap . \
-    --run-ignored all --no-fail-fast --test-threads 1
-  R2=("${E32[@]}" NTHREADS=2 "${SHARE[@]}")
-  for d in f32 bf16; do
-    run 06-stress-$d-n2 60 "${R2[@]}" $B/06_symm_bench --build nvcc --contenders fused,triton --dtype $d --stress 500 -b 8 -e 1M -f 8
-  done
-  run 06-stress-one-region-n2 60 "${R2[@]}" $B/06_symm_bench --build nvcc --contenders fused,triton --stress 500 --one-region -b 8 -e 1M -f 8
-  run 06-stress-big-n2 90 "${R2[@]}" $B/06_symm_bench --build nvcc --contenders fused,triton --stress 50 -b 2M -e 32M -f 4
+  suite_and_stress
   [ $PART = perf15 ] || [ $PART = perf16 ] || exit 0
   for n in 1 2 4; do
     Rn=("${E32[@]}" NTHREADS=$n "${SHARE[@]}")
@@ -672,29 +679,11 @@ perf18|perf21|perf24)
   run 06-stress-k100-n2 60 "${R2[@]}" $G/$N/06_symm_bench --build nvcc --contenders fused,triton --k 100 --stress 50 -b 8 -e 4M -f 8
   [ $PART != perf18 ] && run 06-stress-k40-big-n2 90 "${R2[@]}" $G/$N/06_symm_bench --build nvcc --contenders fused,triton --k 40 --stress 20 -b 16M -e 32M -f 2
   tail -1 $L/decision.txt | grep -qx "kept: changes ${KEEP_ALL:-18 19 20}" || exit 0
-  B=$G/threads/bin
-  run suite-threads-n2 ${SUITE_LIMIT:-330} "${E32[@]}" GPU_TEST_RANKS=2 PATH=$G/threads/bin:$PATH \
-    $G/threads/cargo-nextest nextest run --archive-file $G/threads/tests.tar.zst --workspace-remap . \
-    --run-ignored all --no-fail-fast --test-threads 1
-  R2=("${E32[@]}" NTHREADS=2 "${SHARE[@]}")
-  for d in f32 bf16; do
-    run 06-stress-$d-n2 60 "${R2[@]}" $B/06_symm_bench --build nvcc --contenders fused,triton --dtype $d --stress 500 -b 8 -e 1M -f 8
-  done
-  run 06-stress-one-region-n2 60 "${R2[@]}" $B/06_symm_bench --build nvcc --contenders fused,triton --stress 500 --one-region -b 8 -e 1M -f 8
-  run 06-stress-big-n2 90 "${R2[@]}" $B/06_symm_bench --build nvcc --contenders fused,triton --stress 50 -b 2M -e 32M -f 4
+  suite_and_stress
   ;;
 final)
   [ -f .carry/threads.txz ] && { mkdir -p $G && tar -xJf .carry/threads.txz -C $G; }
-  B=$G/threads/bin
-  run suite-threads-n2 ${SUITE_LIMIT:-330} "${E32[@]}" GPU_TEST_RANKS=2 PATH=$G/threads/bin:$PATH \
-    $G/threads/cargo-nextest nextest run --archive-file $G/threads/tests.tar.zst --workspace-remap . \
-    --run-ignored all --no-fail-fast --test-threads 1
-  R2=("${E32[@]}" NTHREADS=2 "${SHARE[@]}")
-  for d in f32 bf16; do
-    run 06-stress-$d-n2 60 "${R2[@]}" $B/06_symm_bench --build nvcc --contenders fused,triton --dtype $d --stress 500 -b 8 -e 1M -f 8
-  done
-  run 06-stress-one-region-n2 60 "${R2[@]}" $B/06_symm_bench --build nvcc --contenders fused,triton --stress 500 --one-region -b 8 -e 1M -f 8
-  run 06-stress-big-n2 90 "${R2[@]}" $B/06_symm_bench --build nvcc --contenders fused,triton --stress 50 -b 2M -e 32M -f 4
+  suite_and_stress
   run 06-stress-k40-n2 60 "${R2[@]}" $B/06_symm_bench --build nvcc --contenders fused,triton --k 40 --stress 200 -b 8 -e 1M -f 8
   run 06-stress-k40-big-n2 90 "${R2[@]}" $B/06_symm_bench --build nvcc --contenders fused,triton --k 40 --stress 20 -b 16M -e 32M -f 2
   run 06-stress-k100-n2 60 "${R2[@]}" $B/06_symm_bench --build nvcc --contenders fused,triton --k 100 --stress 50 -b 8 -e 4M -f 8
