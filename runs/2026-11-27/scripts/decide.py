@@ -69,5 +69,5 @@ PLANS = {
 plan = PLANS[PART]
 w = {v: wrong(v) for v in sorted({c[2] for c in plan} | {c[3] for c in plan})}
 print("wrong elements:", w)
-kept = [str(c[0]) for c in plan if rule(*c[:5], c[5], f32_everywhere=c[6]) and w[c[2]] == 0]
+kept = [str(c[0]) for c in plan if rule(*c) and w[c[2]] == 0]
 print("kept: changes", " ".join(kept) if kept else "none")
