@@ -10,11 +10,7 @@
 //   out[t,i] = h[t,i] / sqrt(mean_i h[t,i]^2 + eps) * gamma[i]
 // `partial`, `residual`, `out`: `dtype` (float32 or bfloat16); sums in float32.
 
-// One value of dtype, read or written as float.
-__device__ __forceinline__ float tp_load(const void* p, size_t i, int dtype) {
-  return dtype == SYMM_DTYPE_FLOAT32 ? ((const float*)p)[i]
-                                     : symm_bf16_to_f32(((const unsigned short*)p)[i]);
-}
+// One value of dtype, written from a float.
 __device__ __forceinline__ void tp_store(void* p, size_t i, int dtype, float v) {
   if (dtype == SYMM_DTYPE_FLOAT32) ((float*)p)[i] = v;
   else ((unsigned short*)p)[i] = symm_f32_to_bf16(v);
@@ -132,66 +128,122 @@ __device__ __forceinline__ float tp_block_sum(float v) {
   return total;
 }
 
+// V elements of DTYPE at p + i, read as floats or written from them: one element, or (V =
+// 4 float32 or 8 bfloat16) 16 bytes in one instruction where the caller checked that they
+// are 16-byte aligned (PERF_NOTES.md, change 25: a request then carries 4 to 8 times the bytes).
+template <int DTYPE, int V>
+__device__ __forceinline__ void tp_loads(const void* p, size_t i, float* v) {
+  if (V == 1) {
+    v[0] = DTYPE == SYMM_DTYPE_FLOAT32 ? ((const float*)p)[i]
+                                       : symm_bf16_to_f32(((const unsigned short*)p)[i]);
+    return;
+  }
+  const uint4 raw = *(const uint4*)((const char*)p + i * (16 / V));
+  const unsigned int w[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+  for (int e = 0; e < V; e++)  // bfloat16: element 2n in word n's low half
+    v[e] = V == 4 ? __uint_as_float(w[e])
+                  : symm_bf16_to_f32((unsigned short)(w[e / 2] >> e % 2 * 16));
+}
+template <int DTYPE, int V>
+__device__ __forceinline__ void tp_stores(void* p, size_t i, const float* v) {
+  if (V == 1) { tp_store(p, i, DTYPE, v[0]); return; }
+  unsigned int w[4];
+#pragma unroll
+  for (int e = 0; e < 4; e++)
+    w[e] = V == 4 ? __float_as_uint(v[e])
+                  : symm_f32_to_bf16(v[2 * e]) | (unsigned int)symm_f32_to_bf16(v[2 * e + 1]) << 16;
+  *(uint4*)((char*)p + i * (16 / V)) = make_uint4(w[0], w[1], w[2], w[3]);
+}
+
 // Phase "epilogue": h = sum + residual is the new residual, a row's mean square its
 // RMSNorm scale. A block takes two tokens (rows) at a time, t and t + gridDim.x (twice
 // the loads in flight: PERF_NOTES.md, change 13), and a last odd one alone (TWO false).
-// A thread loads TP_ROW_ITEMS of a row (i, i + blockDim.x, ...) before using one.
-template <bool TWO, int DTYPE>
+// A thread loads TP_ROW_ITEMS of a row, V at a time (i, i + V * blockDim.x, ...), before
+// using one.
+template <bool TWO, int DTYPE, int V>
 __device__ __forceinline__ void tp_rows(const void* sum, void* residual, const float* gamma,
                                         void* out, int t, int hidden, float eps) {
   const size_t row = (size_t)t * hidden, row1 = row + (size_t)gridDim.x * hidden;
   const int stride = TP_ROW_ITEMS * blockDim.x;
   float squares = 0.0f, squares1 = 0.0f;
-  for (int first = threadIdx.x; first < hidden; first += stride) {
-    float h[TP_ROW_ITEMS], h1[TP_ROW_ITEMS];
+  for (int first = threadIdx.x * V; first < hidden; first += stride) {
+    float s[TP_ROW_ITEMS] = {}, r[TP_ROW_ITEMS] = {};  // sum and residual, row t
+    float s1[TP_ROW_ITEMS] = {}, r1[TP_ROW_ITEMS] = {};  // row t + gridDim.x
 #pragma unroll
-    for (int u = 0; u < TP_ROW_ITEMS; u++) {
+    for (int u = 0; u < TP_ROW_ITEMS; u += V) {
       const int i = first + u * blockDim.x;
-      h[u] = i < hidden ? tp_load(sum, row + i, DTYPE) + tp_load(residual, row + i, DTYPE) : 0.0f;
-      h1[u] = TWO && i < hidden ? tp_load(sum, row1 + i, DTYPE) + tp_load(residual, row1 + i, DTYPE)
-                                : 0.0f;
+      if (i >= hidden) continue;
+      tp_loads<DTYPE, V>(sum, row + i, s + u);
+      tp_loads<DTYPE, V>(residual, row + i, r + u);
+      if (TWO) tp_loads<DTYPE, V>(sum, row1 + i, s1 + u);
+      if (TWO) tp_loads<DTYPE, V>(residual, row1 + i, r1 + u);
     }
 #pragma unroll
-    for (int u = 0; u < TP_ROW_ITEMS; u++) {
+    for (int u = 0; u < TP_ROW_ITEMS; u += V) {
       const int i = first + u * blockDim.x;
       if (i >= hidden) continue;
       // The norm of h as stored: the residual the next layer reads (bf16 rounds).
-      const float stored = tp_round(h[u], DTYPE), stored1 = tp_round(h1[u], DTYPE);
-      tp_store(residual, row + i, DTYPE, stored);
-      if (TWO) tp_store(residual, row1 + i, DTYPE, stored1);
-      squares = fmaf(stored, stored, squares);
-      squares1 = fmaf(stored1, stored1, squares1);
+      float h[V], h1[V];
+#pragma unroll
+      for (int e = 0; e < V; e++) {
+        h[e] = tp_round(s[u + e] + r[u + e], DTYPE);
+        h1[e] = tp_round(s1[u + e] + r1[u + e], DTYPE);
+        squares = fmaf(h[e], h[e], squares);
+        squares1 = fmaf(h1[e], h1[e], squares1);
+      }
+      tp_stores<DTYPE, V>(residual, row + i, h);
+      if (TWO) tp_stores<DTYPE, V>(residual, row1 + i, h1);
     }
   }
   const float scale = rsqrtf(tp_block_sum(squares) / hidden + eps);
   const float scale1 = TWO ? rsqrtf(tp_block_sum(squares1) / hidden + eps) : 0.0f;
-  for (int first = threadIdx.x; first < hidden; first += stride) {
-    float h[TP_ROW_ITEMS], h1[TP_ROW_ITEMS], g[TP_ROW_ITEMS];
+  for (int first = threadIdx.x * V; first < hidden; first += stride) {
+    float h[TP_ROW_ITEMS] = {}, h1[TP_ROW_ITEMS] = {}, g[TP_ROW_ITEMS] = {};
 #pragma unroll
-    for (int u = 0; u < TP_ROW_ITEMS; u++) {
+    for (int u = 0; u < TP_ROW_ITEMS; u += V) {
       const int i = first + u * blockDim.x;
-      h[u] = i < hidden ? tp_load(residual, row + i, DTYPE) : 0.0f;
-      h1[u] = TWO && i < hidden ? tp_load(residual, row1 + i, DTYPE) : 0.0f;
-      g[u] = i < hidden ? gamma[i] : 0.0f;
+      if (i >= hidden) continue;
+      tp_loads<DTYPE, V>(residual, row + i, h + u);
+      if (TWO) tp_loads<DTYPE, V>(residual, row1 + i, h1 + u);
+#pragma unroll
+      for (int e = 0; e < V; e += 4)  // gamma: float32, 4 a load
+        tp_loads<SYMM_DTYPE_FLOAT32, V == 1 ? 1 : 4>(gamma, i + e, g + u + e);
     }
 #pragma unroll
-    for (int u = 0; u < TP_ROW_ITEMS; u++) {
+    for (int u = 0; u < TP_ROW_ITEMS; u += V) {
       const int i = first + u * blockDim.x;
-      if (i < hidden) tp_store(out, row + i, DTYPE, h[u] * scale * g[u]);
-      if (TWO && i < hidden) tp_store(out, row1 + i, DTYPE, h1[u] * scale1 * g[u]);
+      if (i >= hidden) continue;
+#pragma unroll
+      for (int e = 0; e < V; e++) {
+        h[u + e] = h[u + e] * scale * g[u + e];
+        h1[u + e] = h1[u + e] * scale1 * g[u + e];
+      }
+      tp_stores<DTYPE, V>(out, row + i, h + u);
+      if (TWO) tp_stores<DTYPE, V>(out, row1 + i, h1 + u);
     }
   }
 }
 // Block b takes rows b and b + G (G = gridDim.x), then b + 2G and b + 3G, ...
-template <int DTYPE>
+template <int DTYPE, int V>
 __device__ __forceinline__ void tp_epilogue(const void* sum, void* residual, const float* gamma,
                                             void* out, int tokens, int hidden, float eps) {
   int t = blockIdx.x;
   for (; t + gridDim.x < tokens; t += 2 * gridDim.x)
-    tp_rows<true, DTYPE>(sum, residual, gamma, out, t, hidden, eps);
-  if (t < tokens) tp_rows<false, DTYPE>(sum, residual, gamma, out, t, hidden, eps);
+    tp_rows<true, DTYPE, V>(sum, residual, gamma, out, t, hidden, eps);
+  if (t < tokens) tp_rows<false, DTYPE, V>(sum, residual, gamma, out, t, hidden, eps);
 }
-// Each dtype's rows compiled apart, with no test of dtype per element (PERF_NOTES.md, change 21).
+// Each dtype's rows compiled apart, with no test of dtype per element (PERF_NOTES.md, change
+// 21); 16 bytes a load where every row and gamma start 16-byte aligned (change 25).
+template <int DTYPE>
+__device__ __forceinline__ void tp_epilogue(const void* sum, void* residual, const float* gamma,
+                                            void* out, int tokens, int hidden, float eps) {
+  constexpr int V = DTYPE == SYMM_DTYPE_FLOAT32 ? 4 : 8;
+  const size_t bases = (size_t)sum | (size_t)residual | (size_t)gamma | (size_t)out;
+  hidden % V == 0 && bases % 16 == 0
+      ? tp_epilogue<DTYPE, V>(sum, residual, gamma, out, tokens, hidden, eps)
+      : tp_epilogue<DTYPE, 1>(sum, residual, gamma, out, tokens, hidden, eps);
+}
 __device__ __forceinline__ void tp_epilogue(const void* sum, void* residual, const float* gamma,
                                             void* out, int tokens, int hidden, float eps,
                                             int dtype) {
