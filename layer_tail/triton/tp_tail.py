@@ -55,25 +55,24 @@ def tp_tail_triton(ctx, buffer, byte_offset, x, w, residual, gamma, out, tokens,
     elem = buffer.dtype.element_ty
     partial = buffer + byte_offset // (elem.primitive_bitwidth // 8)
 
-    # Compute: partial[t, i] = sum_j x[t, j] w[j, i], one tile at a time,
-    # the tiles spread over the programs: one loop over this program's (tile,
-    # k step) pairs. Where a program has two tiles or more, Triton's
-    # pipeliner (num_stages=2) loads the next pair's operands while this one
-    # computes; with one tile there is nothing to overlap, and a pipeline's
-    # prologue cost 0.7 µs (PERF_NOTES.md, changes 18 and 23).
-    tiles_h = tl.cdiv(hidden, BLOCK_H)
-    tiles = tl.cdiv(tokens, BLOCK_T) * tiles_h
-    steps = tl.cdiv(k, BLOCK_K)
-    pairs = tl.cdiv(tiles - pid, programs) * steps
-    acc = tl.zeros([BLOCK_T, BLOCK_H], dtype=tl.float32)
-    if pairs > steps:
-        for q in tl.range(0, pairs, num_stages=2):
-            acc = tp_step(x, w, partial, q, acc, pid, programs, steps, tiles_h, tokens, hidden, k,
-                          BLOCK_T, BLOCK_H, BLOCK_K)
+    # Where hidden and every address allow it, rows of 16-byte vectors: VEC
+    # elements a load or store, not one. Built ahead of time for any pointer,
+    # the kernel cannot know this by itself (Triton's JIT would specialize on
+    # it), so it checks, and in that branch tells the compiler: hidden // VEC
+    # * VEC is then hidden, a multiple of VEC the compiler can see, and the
+    # row starts are marked with tl.multiple_of (ALIGN bytes). -5.5 % at 128
+    # MiB in float32, -13 % in bfloat16; where the check fails (the
+    # benchmark's 8-byte layer) the aligned code, not run, still costs 0.2 to
+    # 0.3 µs (PERF_NOTES.md, changes 26, 27 and 29).
+    VEC: tl.constexpr = 128 // elem.primitive_bitwidth
+    bases = partial.to(tl.int64) | w.to(tl.int64) | residual.to(tl.int64) | out.to(tl.int64)
+    aligned = hidden % VEC == 0 and (bases | gamma.to(tl.int64)) % 16 == 0
+    if aligned:
+        tp_compute(x, w, partial, pid, programs, tokens, hidden // VEC * VEC, k, BLOCK_T,
+                   BLOCK_H, BLOCK_K, ALIGN=16)
     else:
-        for q in tl.range(0, pairs, num_stages=1):
-            acc = tp_step(x, w, partial, q, acc, pid, programs, steps, tiles_h, tokens, hidden, k,
-                          BLOCK_T, BLOCK_H, BLOCK_K)
+        tp_compute(x, w, partial, pid, programs, tokens, hidden, k, BLOCK_T, BLOCK_H, BLOCK_K,
+                   ALIGN=1)
 
     # All-reduce, in place: every thread of every program calls it (at the
     # top level, the same arguments everywhere). When it returns 0 the whole
@@ -82,51 +81,91 @@ def tp_tail_triton(ctx, buffer, byte_offset, x, w, residual, gamma, out, tokens,
                          tokens.to(tl.int64) * hidden, SYMM_REDUCE_SUM, DTYPE)
     if pid == 0:
         tl.store(status, rc)
+    if rc == SYMM_OK:
+        if aligned:
+            tp_epilogue(partial, residual, gamma, out, pid, programs, tokens, hidden // VEC * VEC,
+                        eps, DTYPE, BLOCK_N, ALIGN=16)
+        else:
+            tp_epilogue(partial, residual, gamma, out, pid, programs, tokens, hidden, eps, DTYPE,
+                        BLOCK_N, ALIGN=1)
 
+
+@triton.jit
+def tp_compute(x, w, partial, pid, programs, tokens, hidden, k, BLOCK_T: tl.constexpr,
+               BLOCK_H: tl.constexpr, BLOCK_K: tl.constexpr, ALIGN: tl.constexpr):
+    # partial[t, i] = sum_j x[t, j] w[j, i], one tile at a time, the tiles
+    # spread over the programs: one loop over this program's (tile, k step)
+    # pairs. Where a program has two tiles or more, Triton's pipeliner
+    # (num_stages=2) loads the next pair's operands while this one computes;
+    # with one tile there is nothing to overlap, and a pipeline's prologue
+    # cost 0.7 µs (PERF_NOTES.md, changes 18 and 23).
+    tiles_h = tl.cdiv(hidden, BLOCK_H)
+    tiles = tl.cdiv(tokens, BLOCK_T) * tiles_h
+    steps = tl.cdiv(k, BLOCK_K)
+    pairs = tl.cdiv(tiles - pid, programs) * steps
+    acc = tl.zeros([BLOCK_T, BLOCK_H], dtype=tl.float32)
+    if pairs > steps:
+        for q in tl.range(0, pairs, num_stages=2):
+            acc = tp_step(x, w, partial, q, acc, pid, programs, steps, tiles_h, tokens, hidden, k,
+                          BLOCK_T, BLOCK_H, BLOCK_K, ALIGN)
+    else:
+        for q in tl.range(0, pairs, num_stages=1):
+            acc = tp_step(x, w, partial, q, acc, pid, programs, steps, tiles_h, tokens, hidden, k,
+                          BLOCK_T, BLOCK_H, BLOCK_K, ALIGN)
+
+
+@triton.jit
+def tp_epilogue(partial, residual, gamma, out, pid, programs, tokens, hidden, eps,
+                DTYPE: tl.constexpr, BLOCK_N: tl.constexpr, ALIGN: tl.constexpr):
     # Residual + RMSNorm. In float32 where every program has two rows or more,
     # two rows at a time, t and t + programs (twice the loads in flight), then
-    # a last odd one alone; otherwise one row per program at a time, the loop
-    # below as it was (in bfloat16 the pairs were 17 % slower, and at few rows
-    # their loop cost 0.4 µs: PERF_NOTES.md, changes 14 and 15). The norm is
-    # taken over h as stored, as the CUDA kernel does (bfloat16 rounds there).
-    if rc == SYMM_OK:
-        if DTYPE == 0 and tokens >= 2 * programs:  # DTYPE 0: float32 (DTYPES)
-            pairs = tl.cdiv(tokens - programs - pid, 2 * programs)
-            for p in range(0, pairs):
-                tp_rows(partial, residual, gamma, out, pid + p * 2 * programs, programs, hidden,
-                        eps, ROWS=2, BLOCK_N=BLOCK_N)
-            last = pid + pairs * 2 * programs
-            if last < tokens:
-                tp_rows(partial, residual, gamma, out, last, programs, hidden, eps,
-                        ROWS=1, BLOCK_N=BLOCK_N)
-        else:
-            for t in range(pid, tokens, programs):
-                row = t.to(tl.int64) * hidden
-                squares = tl.zeros([BLOCK_N], dtype=tl.float32)
-                for start in range(0, hidden, BLOCK_N):
-                    n = start + tl.arange(0, BLOCK_N)
-                    n_in = n < hidden
-                    s = tl.load(partial + row + n, mask=n_in, other=0.0, cache_modifier=".cg")
-                    r = tl.load(residual + row + n, mask=n_in, other=0.0)
-                    h = (s.to(tl.float32) + r.to(tl.float32)).to(elem)
-                    tl.store(residual + row + n, h, mask=n_in)
-                    stored = h.to(tl.float32)
-                    squares += stored * stored
-                scale = tl.math.rsqrt(tl.sum(squares, axis=0) / hidden + eps)
-                for start in range(0, hidden, BLOCK_N):
-                    n = start + tl.arange(0, BLOCK_N)
-                    n_in = n < hidden
-                    h = tl.load(residual + row + n, mask=n_in, other=0.0).to(tl.float32)
-                    g = tl.load(gamma + n, mask=n_in, other=0.0)
-                    tl.store(out + row + n, (h * scale * g).to(elem), mask=n_in)
+    # a last odd one alone; otherwise one row per program at a time (in
+    # bfloat16 the pairs were 17 % slower, and at few rows their loop cost
+    # 0.4 µs: PERF_NOTES.md, changes 14 and 15), in a loop of its own (as
+    # tp_rows(ROWS=1) it was 2 % slower in bfloat16: change 29).
+    if DTYPE == 0 and tokens >= 2 * programs:  # DTYPE 0: float32 (DTYPES)
+        pairs = tl.cdiv(tokens - programs - pid, 2 * programs)
+        for p in range(0, pairs):
+            tp_rows(partial, residual, gamma, out, pid + p * 2 * programs, programs, hidden,
+                    eps, ROWS=2, BLOCK_N=BLOCK_N, ALIGN=ALIGN)
+        last = pid + pairs * 2 * programs
+        if last < tokens:
+            tp_rows(partial, residual, gamma, out, last, programs, hidden, eps, ROWS=1,
+                    BLOCK_N=BLOCK_N, ALIGN=ALIGN)
+    else:
+        for t in range(pid, tokens, programs):
+            row = t.to(tl.int64) * hidden
+            sums = tl.multiple_of(partial + row, ALIGN)
+            olds = tl.multiple_of(residual + row, ALIGN)
+            outs = tl.multiple_of(out + row, ALIGN)
+            squares = tl.zeros([BLOCK_N], dtype=tl.float32)
+            for start in range(0, hidden, BLOCK_N):
+                n = start + tl.arange(0, BLOCK_N)
+                n_in = n < hidden
+                s = tl.load(sums + n, mask=n_in, other=0.0, cache_modifier=".cg")
+                r = tl.load(olds + n, mask=n_in, other=0.0)
+                h = (s.to(tl.float32) + r.to(tl.float32)).to(partial.dtype.element_ty)
+                tl.store(olds + n, h, mask=n_in)
+                stored = h.to(tl.float32)
+                squares += stored * stored
+            scale = tl.math.rsqrt(tl.sum(squares, axis=0) / hidden + eps)
+            for start in range(0, hidden, BLOCK_N):
+                n = start + tl.arange(0, BLOCK_N)
+                n_in = n < hidden
+                h = tl.load(olds + n, mask=n_in, other=0.0).to(tl.float32)
+                g = tl.load(tl.multiple_of(gamma + start, ALIGN) + tl.arange(0, BLOCK_N),
+                            mask=n_in, other=0.0)
+                tl.store(outs + n, (h * scale * g).to(partial.dtype.element_ty), mask=n_in)
 
 
 @triton.jit
 def tp_step(x, w, partial, q, acc, pid, programs, steps, tiles_h, tokens, hidden, k,
-            BLOCK_T: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_K: tl.constexpr):
+            BLOCK_T: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_K: tl.constexpr,
+            ALIGN: tl.constexpr):
     # A program's pair q: its tile pid + (q // steps) * programs, the tile's
     # k step q % steps. Adds the step's term to acc; on the tile's last step,
-    # stores the tile and returns a cleared acc for the next.
+    # stores the tile and returns a cleared acc for the next. Rows of w and
+    # partial start ALIGN-byte aligned (the caller's to check).
     tile = pid + q // steps * programs
     t = (tile // tiles_h) * BLOCK_T + tl.arange(0, BLOCK_T)
     i = (tile % tiles_h) * BLOCK_H + tl.arange(0, BLOCK_H)
@@ -136,15 +175,15 @@ def tp_step(x, w, partial, q, acc, pid, programs, steps, tiles_h, tokens, hidden
     j_in = j < k
     xs = tl.load(x + t.to(tl.int64)[:, None] * k + j[None, :],
                  mask=t_in[:, None] & j_in[None, :], other=0.0)
-    ws = tl.load(w + j.to(tl.int64)[:, None] * hidden + i[None, :],
+    ws = tl.load(tl.multiple_of(w + j.to(tl.int64) * hidden, [ALIGN])[:, None] + i[None, :],
                  mask=j_in[:, None] & i_in[None, :], other=0.0)
     # BLOCK_K input features a step through tl.dot's fma path
     # (input_precision="ieee"): each output's fmas in j order, as the CPU
     # reference's, with a register tile per thread (PERF_NOTES.md, change 17).
     acc = tl.dot(xs, ws, acc, input_precision="ieee")
     if q % steps == steps - 1:
-        where = t.to(tl.int64)[:, None] * hidden + i[None, :]
-        tl.store(partial + where, acc.to(partial.dtype.element_ty),
+        rows = tl.multiple_of(partial + t.to(tl.int64) * hidden, [ALIGN])
+        tl.store(rows[:, None] + i[None, :], acc.to(partial.dtype.element_ty),
                  mask=t_in[:, None] & i_in[None, :])
         acc = tl.zeros([BLOCK_T, BLOCK_H], dtype=tl.float32)
     return acc
@@ -152,31 +191,35 @@ def tp_step(x, w, partial, q, acc, pid, programs, steps, tiles_h, tokens, hidden
 
 @triton.jit
 def tp_rows(partial, residual, gamma, out, t, step, hidden, eps, ROWS: tl.constexpr,
-            BLOCK_N: tl.constexpr):
+            BLOCK_N: tl.constexpr, ALIGN: tl.constexpr):
     # Rows t, t + step, ... (ROWS of them, each below `tokens`: the caller's to
     # check): h = sum + residual, written back as the new residual, then
-    # normalized.
+    # normalized over h as stored, as the CUDA kernel does (bfloat16 rounds
+    # there). Every row, and gamma, start ALIGN-byte aligned (the caller's to
+    # check).
     elem = residual.dtype.element_ty
     rows = (t + tl.arange(0, ROWS) * step).to(tl.int64) * hidden
+    sums = tl.multiple_of(partial + rows, [ALIGN])[:, None]
+    olds = tl.multiple_of(residual + rows, [ALIGN])[:, None]
+    outs = tl.multiple_of(out + rows, [ALIGN])[:, None]
     squares = tl.zeros([ROWS, BLOCK_N], dtype=tl.float32)
     for start in range(0, hidden, BLOCK_N):
         n = start + tl.arange(0, BLOCK_N)
         n_in = (n < hidden)[None, :]
-        at = rows[:, None] + n[None, :]
-        s = tl.load(partial + at, mask=n_in, other=0.0, cache_modifier=".cg")
-        r = tl.load(residual + at, mask=n_in, other=0.0)
+        s = tl.load(sums + n[None, :], mask=n_in, other=0.0, cache_modifier=".cg")
+        r = tl.load(olds + n[None, :], mask=n_in, other=0.0)
         h = (s.to(tl.float32) + r.to(tl.float32)).to(elem)
-        tl.store(residual + at, h, mask=n_in)
+        tl.store(olds + n[None, :], h, mask=n_in)
         stored = h.to(tl.float32)
         squares += stored * stored
     scale = tl.math.rsqrt(tl.sum(squares, axis=1) / hidden + eps)
     for start in range(0, hidden, BLOCK_N):
         n = start + tl.arange(0, BLOCK_N)
         n_in = (n < hidden)[None, :]
-        at = rows[:, None] + n[None, :]
-        h = tl.load(residual + at, mask=n_in, other=0.0).to(tl.float32)
-        g = tl.load(gamma + n, mask=n < hidden, other=0.0)
-        tl.store(out + at, (h * scale[:, None] * g[None, :]).to(elem), mask=n_in)
+        h = tl.load(olds + n[None, :], mask=n_in, other=0.0).to(tl.float32)
+        g = tl.load(tl.multiple_of(gamma + start, ALIGN) + tl.arange(0, BLOCK_N),
+                    mask=n < hidden, other=0.0)
+        tl.store(outs + n[None, :], (h * scale[:, None] * g[None, :]).to(elem), mask=n_in)
 
 
 # The kernel's parameters as the host passes them, in order (the constexprs
