@@ -61,9 +61,9 @@ def tp_tail_triton(ctx, buffer, byte_offset, x, w, residual, gamma, out, tokens,
     # it), so it checks, and in that branch tells the compiler: hidden // VEC
     # * VEC is then hidden, a multiple of VEC the compiler can see, and the
     # row starts are marked with tl.multiple_of (ALIGN bytes). -5.5 % at 128
-    # MiB in float32, -13 % in bfloat16; where the check fails (the
+    # MiB in float32, about -15 % in bfloat16; where the check fails (the
     # benchmark's 8-byte layer) the aligned code, not run, still costs 0.2 to
-    # 0.3 µs (PERF_NOTES.md, changes 26, 27 and 29).
+    # 0.35 µs (PERF_NOTES.md, changes 26, 27 and 29).
     VEC: tl.constexpr = 128 // elem.primitive_bitwidth
     bases = partial.to(tl.int64) | w.to(tl.int64) | residual.to(tl.int64) | out.to(tl.int64)
     aligned = hidden % VEC == 0 and (bases | gamma.to(tl.int64)) % 16 == 0

@@ -1,9 +1,11 @@
-"""The keep rules of changes 18 to 23 (PERF_NOTES.md), from one perf18 or
-perf21 call's JSON: python3 decide.py LOGDIR perf18|perf21. perf18: c17 is
+"""The keep rules of changes 18 to 28 (PERF_NOTES.md), from one perf18,
+perf21, perf24 or perf25 call's JSON: python3 decide.py LOGDIR PART. perf18: c17 is
 HEAD 164dc68's build, c18 adds changes 18 (Triton) and 19 (CUDA, bfloat16),
 c20 adds change 20 (CUDA) to c18. perf21: c21 adds changes 21 (CUDA) and
 23 (Triton) to c17, c22 adds change 22 (CUDA) to c21. perf24: c24 adds
-change 24 (Triton) to c21. Prints each ratio
+change 24 (Triton) to c21. perf25: c23 is HEAD f85a061's build, c25 adds
+changes 25 (CUDA) and 26 (Triton), c27 adds 27 (Triton) to c25, c28 adds 28
+(CUDA) to c27. Prints each ratio
 and rule, then "kept: changes ..." on its last line."""
 import json
 import os
@@ -65,7 +67,49 @@ PLANS = {
                (23, "triton-nccl", "c21", "c17", 0.97, 1.02, False),
                (22, "fused-nccl", "c22", "c21", 0.98, 1.02, False)],
     "perf24": [(24, "triton-nccl", "c24", "c21", 0.98, 1.02, False)],
+    "perf25": [(25, "fused-nccl", "c25", "c23", 1.00, 0.95, True),
+               (26, "triton-nccl", "c25", "c23", 0.99, 0.95, False),
+               (27, "triton-nccl", "c27", "c25", 1.02, 0.98, True),
+               (28, "fused-nccl", "c28", "c27", 1.02, 0.98, True)],
 }
+
+
+def probe29():
+    """Change 29 (c29 against c27, bfloat16 only: float32's code is the same)
+    and the probe of change 26's cost at 8 B (cu: c27's unaligned path alone)."""
+    def mean(prefix, v, series, runs):
+        ts = [times(f"{prefix}-{v}-{i}", series) for i in runs]
+        return {b: sum(t[b] for t in ts) / len(ts) for b in ts[0]}
+
+    ok = True
+    m27, m29 = (mean("small-bf16", v, "triton-nccl", (1, 2, 3)) for v in ("c27", "c29"))
+    for size in sorted(m27):
+        limit = 0.98 if size == 8 else 1.02
+        r = m29[size] / m27[size]
+        ok = ok and r <= limit
+        print(f"change 29, bfloat16 {size} B, mean of three runs: {r:.3f} (at most {limit})"
+              f"{'' if r <= limit else ' FAILS'}")
+    b27, b29 = (mean("big-bf16", v, "triton-nccl", (1, 2)) for v in ("c27", "c29"))
+    for size in sorted(b27):
+        r = b29[size] / b27[size]
+        ok = ok and r <= 1.01
+        print(f"change 29, bfloat16 {size} B, mean of two runs: {r:.3f} (at most 1.01)"
+              f"{'' if r <= 1.01 else ' FAILS'}")
+    w = wrong("c29")
+    print("wrong elements, c29:", w)
+    for dtype, prefix in (("float32", "small"), ("bfloat16", "small-bf16")):
+        for series in ("triton-nccl", "fused-nccl"):
+            base = mean(prefix, "c23", series, (1, 2, 3))
+            for v in ("c27", "cu", "c29"):
+                m = mean(prefix, v, series, (1, 2, 3))
+                print(f"probe, {series}, {dtype}, {v} / c23 (means of three runs):",
+                      " ".join(f"{b} B {m[b] / base[b]:.3f}" for b in sorted(base)))
+    print("kept: changes", "29" if ok and w == 0 else "none")
+
+
+if PART == "probe29":
+    probe29()
+    sys.exit(0)
 plan = PLANS[PART]
 w = {v: wrong(v) for v in sorted({c[2] for c in plan} | {c[3] for c in plan})}
 print("wrong elements:", w)

@@ -107,11 +107,22 @@
 #               KEEP_ALL="21 23 22" runs the suite if all three are kept)
 #   PART=perf24 change 24, as perf18 (carry .carry/c24.txz: c21 from perf21 in
 #               $G/c21, the same with change 24 in $G/c24); no suite
-#   PART=final  after the last change to GPU code (carry .carry/threads.txz):
+#   PART=perf25 changes 25 to 28, as perf18 (carry .carry/c25.txz: HEAD f85a061's
+#               build in $G/c23, changes 25 and 26's in $G/c25, with 27 in $G/c27,
+#               with 28 in $G/c28); no suite
+#   PART=probe29 carry .carry/c29.txz: $G/c23 and $G/c27 from perf25, $G/cu (c27
+#               with its aligned branches compiled out: the unaligned path
+#               alone) and $G/c29 (c27 with bfloat16's one-row loop as before
+#               change 26): 8 B to 256 KiB three times each in float32 and
+#               bfloat16, 16 and 128 MiB twice in bfloat16 (c27, c29); change
+#               29 kept by its rule (decision.txt); the stress mode on c29
+#   PART=final  after the last change to GPU code (carry .carry/threads.txz;
+#               STAND=1 adds stand: the fused and unfused contenders side by side):
 #               the thread suite at GPU_TEST_RANKS=2; the stress mode at 2
 #               ranks (float32, bfloat16, one-region, 2 to 32 MiB, k = 40 and
 #               100); lessons 06 and 06b and the two "your kernel" examples at
 #               1, 2 and 4 ranks; 06_symm_bench's default sweep at 1 and 2 ranks
+#   PART=stand  carry .carry/threads.txz: stand (above) alone, DTYPES="f32 bf16"
 #   PART=sweeps carry .carry/threads.txz: 06_symm_bench's default sweep at 1
 #               and 2 ranks (its wall time in each log), every operation checked
 #   PART=ncu4   carry .carry/threads.txz: ncu (caches flushed) on the fused
@@ -174,7 +185,22 @@ suite_and_stress() {
   run 06-stress-big-n2 90 "${R2[@]}" $B/06_symm_bench --build nvcc --contenders fused,triton --stress 50 -b 2M -e 32M -f 4
 }
 
-case ${PART:?PART=stage|exp1|exp2|perf|perf7|perf8|perf9|perf10|perf11|perf12|perf13|perf14|perf15|perf16|perf17|perf18|perf21|perf24|final|sweeps|ncu4|ncu3|verify|programs|mps|last|ncu2|ncu1} in
+# Where issue 32's targets stand, on $B's build: the fused kernels and the
+# unfused paths side by side, perf25's sizes and settings, in each dtype named
+# (default both; unfused05-graph, lesson 05b's kernels, sums float32 only).
+stand() {
+  local d C SMALL BIG R=("${E32[@]}" NTHREADS=1)
+  for d in ${@:-f32 bf16}; do
+    C=(--contenders fused,triton,unfused-nccl-graph); [ $d = f32 ] && C[1]+=,unfused05-graph
+    SMALL=(--build nvcc -b 8 -e 256K -f 8 -n 20 -w 5 --trials 3 "${C[@]}" --dtype $d)
+    BIG=(--build nvcc -b 16M -e 128M -f 8 -n 8 -w 2 --trials 3 "${C[@]}" --dtype $d)
+    run stand-small-$d 60 "${R[@]}" $B/06_symm_bench "${SMALL[@]}" --json $L/stand-small-$d.json
+    run stand-big-$d 60 "${R[@]}" $B/06_symm_bench "${BIG[@]}" --json $L/stand-big-$d.json
+    [ $d = f32 ] && run stand-small-f32-n2 60 "${E32[@]}" NTHREADS=2 "${SHARE[@]}" $B/06_symm_bench "${SMALL[@]}" --json $L/stand-small-f32-n2.json
+  done
+}
+
+case ${PART:?PART=stage|exp1|exp2|perf|perf7|perf8|perf9|perf10|perf11|perf12|perf13|perf14|perf15|perf16|perf17|perf18|perf21|perf24|perf25|probe29|final|stand|sweeps|ncu4|ncu3|verify|programs|mps|last|ncu2|ncu1} in
 stage)
   mkdir -p $J /tmp/jit
   if [ -f .nccl/nccl-2.32.3.tar.xz ]; then
@@ -637,12 +663,13 @@ PY
     run your-triton-kernel-n$n 120 "${Rn[@]}" $B/your_triton_kernel
   done
   ;;
-perf18|perf21|perf24)
-  for c in c18 c21 c24; do
+perf18|perf21|perf24|perf25)
+  for c in c18 c21 c24 c25; do
     [ -f .carry/$c.txz ] && { mkdir -p $G && tar -xJf .carry/$c.txz -C $G --strip-components=1; }
   done
   [ -f .carry/threads.txz ] && { mkdir -p $G && tar -xJf .carry/threads.txz -C $G; }
   V="c17 c18 c20"; [ $PART = perf21 ] && V="c17 c21 c22"; [ $PART = perf24 ] && V="c21 c24"
+  [ $PART = perf25 ] && V="c23 c25 c27 c28"
   set -- $V; A=$1 N=${!#}  # the baseline, the last build (every change)
   files() { for v in $V; do printf '%s ' "$L/$1-$v${2:-}.json"; done; }  # files PREFIX SUFFIX
   R=("${E32[@]}" NTHREADS=1)
@@ -681,6 +708,38 @@ perf18|perf21|perf24)
   tail -1 $L/decision.txt | grep -qx "kept: changes ${KEEP_ALL:-18 19 20}" || exit 0
   suite_and_stress
   ;;
+probe29)
+  [ -f .carry/c29.txz ] && { mkdir -p $G && tar -xJf .carry/c29.txz -C $G --strip-components=1; }
+  V="c23 c27 cu c29"
+  R=("${E32[@]}" NTHREADS=1)
+  W=(--build nvcc -b 8 -e 8 -n 1 -w 0 --trials 1)
+  for v in $V; do
+    run build-$v 200 "${R[@]}" XDG_CACHE_HOME=/tmp/cache-$v $G/$v/06_symm_bench "${W[@]}" --contenders fused,triton
+  done
+  SMALL=(--build nvcc -b 8 -e 256K -f 8 -n 20 -w 5 --trials 3 --contenders fused,triton)
+  BIG=(--build nvcc -b 16M -e 128M -f 8 -n 8 -w 2 --trials 3 --contenders fused,triton)
+  for i in 1 2 3; do
+    for v in $V; do
+      Rv=("${R[@]}" XDG_CACHE_HOME=/tmp/cache-$v)
+      run small-$v-$i 60 "${Rv[@]}" $G/$v/06_symm_bench "${SMALL[@]}" --json $L/small-$v-$i.json
+      run small-bf16-$v-$i 60 "${Rv[@]}" $G/$v/06_symm_bench "${SMALL[@]}" --dtype bf16 --json $L/small-bf16-$v-$i.json
+    done
+  done
+  for i in 1 2; do
+    for v in c27 c29; do
+      run big-bf16-$v-$i 60 "${R[@]}" XDG_CACHE_HOME=/tmp/cache-$v $G/$v/06_symm_bench "${BIG[@]}" --dtype bf16 --json $L/big-bf16-$v-$i.json
+    done
+  done
+  for t in small small-bf16; do
+    python3 $CMP $(for i in 1 2 3; do for v in $V; do printf '%s ' $L/$t-$v-$i.json; done; done) > $L/$t-n1.txt 2>&1
+  done
+  python3 $CMP $L/big-bf16-c27-1.json $L/big-bf16-c29-1.json $L/big-bf16-c27-2.json $L/big-bf16-c29-2.json > $L/big-bf16-n1.txt 2>&1
+  python3 runs/2026-11-27/scripts/decide.py $L $PART > $L/decision.txt 2>&1
+  R2=("${E32[@]}" NTHREADS=2 "${SHARE[@]}" XDG_CACHE_HOME=/tmp/cache-c29)
+  for d in f32 bf16; do
+    run 06-stress-$d-n2 60 "${R2[@]}" $G/c29/06_symm_bench --build nvcc --contenders fused,triton --dtype $d --stress 500 -b 8 -e 1M -f 8
+  done
+  ;;
 final)
   [ -f .carry/threads.txz ] && { mkdir -p $G && tar -xJf .carry/threads.txz -C $G; }
   suite_and_stress
@@ -701,6 +760,15 @@ final)
   for n in 1 2; do
     run default-n$n 90 "${E32[@]}" NTHREADS=$n "${SHARE[@]}" $B/06_symm_bench --json $L/default-n$n.json
   done
+  # STAND=1: where issue 32's targets stand, on this build: the fused kernels
+  # and the unfused paths side by side, perf25's sizes and settings.
+  [ "${STAND:-0}" = 1 ] || exit 0
+  stand
+  ;;
+stand)
+  [ -f .carry/threads.txz ] && { mkdir -p $G && tar -xJf .carry/threads.txz -C $G; }
+  B=$G/threads/bin
+  stand ${DTYPES:-f32 bf16}
   ;;
 ncu4)
   [ -f .carry/threads.txz ] && { mkdir -p $G && tar -xJf .carry/threads.txz -C $G; }
