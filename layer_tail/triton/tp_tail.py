@@ -117,13 +117,15 @@ def tp_compute(x, w, partial, pid, programs, tokens, hidden, k, BLOCK_T: tl.cons
 @triton.jit
 def tp_epilogue(partial, residual, gamma, out, pid, programs, tokens, hidden, eps,
                 DTYPE: tl.constexpr, BLOCK_N: tl.constexpr, ALIGN: tl.constexpr):
-    # Residual + RMSNorm. In float32 where every program has two rows or more,
-    # two rows at a time, t and t + programs (twice the loads in flight), then
-    # a last odd one alone; otherwise one row per program at a time (in
-    # bfloat16 the pairs were 17 % slower, and at few rows their loop cost
-    # 0.4 µs: PERF_NOTES.md, changes 14 and 15), in a loop of its own (as
-    # tp_rows(ROWS=1) it was 2 % slower in bfloat16: change 29).
-    if DTYPE == 0 and tokens >= 2 * programs:  # DTYPE 0: float32 (DTYPES)
+    # Residual + RMSNorm. Where every program has two rows or more, two rows at
+    # a time, t and t + programs (twice the loads in flight), then a last odd
+    # one alone: in float32, and in bfloat16 where the rows are 16-byte
+    # vectors (PERF_NOTES.md, changes 14, 15 and 30: with two-byte loads the
+    # pairs were 17 % slower in bfloat16, with vectors 10 % faster).
+    # Otherwise one row per program at a time (at few rows the pairs' loop
+    # cost 0.4 µs), in a loop of its own (as tp_rows(ROWS=1) it was 2 %
+    # slower in bfloat16: change 29).
+    if (DTYPE == 0 or ALIGN > 1) and tokens >= 2 * programs:  # DTYPE 0: float32 (DTYPES)
         pairs = tl.cdiv(tokens - programs - pid, 2 * programs)
         for p in range(0, pairs):
             tp_rows(partial, residual, gamma, out, pid + p * 2 * programs, programs, hidden,
