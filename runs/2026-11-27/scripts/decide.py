@@ -107,6 +107,34 @@ def probe29():
     print("kept: changes", "29" if ok and w == 0 else "none")
 
 
+def perf30():
+    """Change 30 (c30 against c29, the Triton kernel), means of two runs."""
+    def mean(prefix, v):
+        ts = [times(f"{prefix}-{v}-{i}", "triton-nccl") for i in (1, 2)]
+        return {b: (ts[0][b] + ts[1][b]) / 2 for b in ts[0]}
+
+    ok = True
+
+    def check(what, r, limit):
+        nonlocal ok
+        ok = ok and r <= limit
+        print(f"change 30, {what}: {r:.3f} (at most {limit}){'' if r <= limit else ' FAILS'}")
+
+    b29, b30 = mean("big-bf16", "c29"), mean("big-bf16", "c30")
+    check("bfloat16 128 MiB", b30[128 * MIB] / b29[128 * MIB], 0.95)
+    check("bfloat16 16 MiB", b30[16 * MIB] / b29[16 * MIB], 1.0)
+    for prefix, limit in (("small-bf16", 1.03), ("small-f32", 1.02), ("big-f32", 1.02)):
+        m29, m30 = mean(prefix, "c29"), mean(prefix, "c30")
+        for size in sorted(m29):
+            check(f"{prefix} {size} B", m30[size] / m29[size], limit)
+    w = wrong("c30")
+    print("wrong elements, c30:", w)
+    print("kept: changes", "30" if ok and w == 0 else "none")
+
+
+if PART == "perf30":
+    perf30()
+    sys.exit(0)
 if PART == "probe29":
     probe29()
     sys.exit(0)

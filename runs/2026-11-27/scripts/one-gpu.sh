@@ -116,6 +116,10 @@
 #               change 26): 8 B to 256 KiB three times each in float32 and
 #               bfloat16, 16 and 128 MiB twice in bfloat16 (c27, c29); change
 #               29 kept by its rule (decision.txt); the stress mode on c29
+#   PART=perf30 carry .carry/c30.txz: $G/c29 (the committed build) and $G/c30
+#               (change 30): each twice, in turn, at 1 rank, float32 and bfloat16,
+#               8 B to 256 KiB and 16 and 128 MiB; change 30 kept by its rule
+#               (decision.txt); the stress mode on c30's Triton kernel, bfloat16
 #   PART=final  after the last change to GPU code (carry .carry/threads.txz;
 #               STAND=1 adds stand: the fused and unfused contenders side by side):
 #               the thread suite at GPU_TEST_RANKS=2; the stress mode at 2
@@ -200,7 +204,7 @@ stand() {
   done
 }
 
-case ${PART:?PART=stage|exp1|exp2|perf|perf7|perf8|perf9|perf10|perf11|perf12|perf13|perf14|perf15|perf16|perf17|perf18|perf21|perf24|perf25|probe29|final|stand|sweeps|ncu4|ncu3|verify|programs|mps|last|ncu2|ncu1} in
+case ${PART:?PART=stage|exp1|exp2|perf|perf7|perf8|perf9|perf10|perf11|perf12|perf13|perf14|perf15|perf16|perf17|perf18|perf21|perf24|perf25|probe29|perf30|final|stand|sweeps|ncu4|ncu3|verify|programs|mps|last|ncu2|ncu1} in
 stage)
   mkdir -p $J /tmp/jit
   if [ -f .nccl/nccl-2.32.3.tar.xz ]; then
@@ -739,6 +743,36 @@ probe29)
   for d in f32 bf16; do
     run 06-stress-$d-n2 60 "${R2[@]}" $G/c29/06_symm_bench --build nvcc --contenders fused,triton --dtype $d --stress 500 -b 8 -e 1M -f 8
   done
+  ;;
+perf30)
+  [ -f .carry/c30.txz ] && { mkdir -p $G && tar -xJf .carry/c30.txz -C $G --strip-components=1; }
+  V="c29 c30"
+  R=("${E32[@]}" NTHREADS=1)
+  W=(--build nvcc -b 8 -e 8 -n 1 -w 0 --trials 1)
+  for v in $V; do
+    for d in f32 bf16; do
+      run build-$v-$d 200 "${R[@]}" XDG_CACHE_HOME=/tmp/cache-$v $G/$v/06_symm_bench "${W[@]}" --contenders fused,triton --dtype $d
+    done
+  done
+  SMALL=(--build nvcc -b 8 -e 256K -f 8 -n 20 -w 5 --trials 3 --contenders fused,triton)
+  BIG=(--build nvcc -b 16M -e 128M -f 8 -n 8 -w 2 --trials 3 --contenders fused,triton)
+  for i in 1 2; do
+    for v in $V; do
+      Rv=("${R[@]}" XDG_CACHE_HOME=/tmp/cache-$v)
+      for d in f32 bf16; do
+        run small-$d-$v-$i 60 "${Rv[@]}" $G/$v/06_symm_bench "${SMALL[@]}" --dtype $d --json $L/small-$d-$v-$i.json
+        run big-$d-$v-$i 60 "${Rv[@]}" $G/$v/06_symm_bench "${BIG[@]}" --dtype $d --json $L/big-$d-$v-$i.json
+      done
+    done
+  done
+  for t in small-f32 big-f32 small-bf16 big-bf16; do
+    python3 $CMP $(for i in 1 2; do for v in $V; do printf '%s ' $L/$t-$v-$i.json; done; done) > $L/$t-n1.txt 2>&1
+  done
+  python3 runs/2026-11-27/scripts/decide.py $L $PART > $L/decision.txt 2>&1
+  R2=("${E32[@]}" NTHREADS=2 "${SHARE[@]}" XDG_CACHE_HOME=/tmp/cache-c30)
+  run 06-stress-bf16-n2 60 "${R2[@]}" $G/c30/06_symm_bench --build nvcc --contenders triton --dtype bf16 --stress 500 -b 8 -e 1M -f 8
+  run 06-stress-bf16-big-n2 90 "${R2[@]}" $G/c30/06_symm_bench --build nvcc --contenders triton --dtype bf16 --stress 50 -b 2M -e 32M -f 4
+  run 06-stress-bf16-k40-n2 90 "${R2[@]}" $G/c30/06_symm_bench --build nvcc --contenders triton --dtype bf16 --k 40 --stress 20 -b 16M -e 32M -f 2
   ;;
 final)
   [ -f .carry/threads.txz ] && { mkdir -p $G && tar -xJf .carry/threads.txz -C $G; }
