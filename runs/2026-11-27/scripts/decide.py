@@ -74,13 +74,15 @@ PLANS = {
 }
 
 
+def mean(prefix, v, series, runs):
+    """Each size's time in `series`, the mean over runs PREFIX-V-1, -2, ..."""
+    ts = [times(f"{prefix}-{v}-{i}", series) for i in runs]
+    return {b: sum(t[b] for t in ts) / len(ts) for b in ts[0]}
+
+
 def probe29():
     """Change 29 (c29 against c27, bfloat16 only: float32's code is the same)
     and the probe of change 26's cost at 8 B (cu: c27's unaligned path alone)."""
-    def mean(prefix, v, series, runs):
-        ts = [times(f"{prefix}-{v}-{i}", series) for i in runs]
-        return {b: sum(t[b] for t in ts) / len(ts) for b in ts[0]}
-
     ok = True
     m27, m29 = (mean("small-bf16", v, "triton-nccl", (1, 2, 3)) for v in ("c27", "c29"))
     for size in sorted(m27):
@@ -109,9 +111,8 @@ def probe29():
 
 def perf30():
     """Change 30 (c30 against c29, the Triton kernel), means of two runs."""
-    def mean(prefix, v):
-        ts = [times(f"{prefix}-{v}-{i}", "triton-nccl") for i in (1, 2)]
-        return {b: (ts[0][b] + ts[1][b]) / 2 for b in ts[0]}
+    def triton(prefix, v):
+        return mean(prefix, v, "triton-nccl", (1, 2))
 
     ok = True
 
@@ -120,11 +121,11 @@ def perf30():
         ok = ok and r <= limit
         print(f"change 30, {what}: {r:.3f} (at most {limit}){'' if r <= limit else ' FAILS'}")
 
-    b29, b30 = mean("big-bf16", "c29"), mean("big-bf16", "c30")
+    b29, b30 = triton("big-bf16", "c29"), triton("big-bf16", "c30")
     check("bfloat16 128 MiB", b30[128 * MIB] / b29[128 * MIB], 0.95)
     check("bfloat16 16 MiB", b30[16 * MIB] / b29[16 * MIB], 1.0)
     for prefix, limit in (("small-bf16", 1.03), ("small-f32", 1.02), ("big-f32", 1.02)):
-        m29, m30 = mean(prefix, "c29"), mean(prefix, "c30")
+        m29, m30 = triton(prefix, "c29"), triton(prefix, "c30")
         for size in sorted(m29):
             check(f"{prefix} {size} B", m30[size] / m29[size], limit)
     w = wrong("c30")
@@ -132,11 +133,8 @@ def perf30():
     print("kept: changes", "30" if ok and w == 0 else "none")
 
 
-if PART == "perf30":
-    perf30()
-    sys.exit(0)
-if PART == "probe29":
-    probe29()
+if PART in ("probe29", "perf30"):  # plans of their own, with means over runs
+    {"probe29": probe29, "perf30": perf30}[PART]()
     sys.exit(0)
 plan = PLANS[PART]
 w = {v: wrong(v) for v in sorted({c[2] for c in plan} | {c[3] for c in plan})}

@@ -204,6 +204,20 @@ stand() {
   done
 }
 
+# build_variants "V1 V2 ..." [DTYPE...]: builds each variant's modules once
+# ($G/V/06_symm_bench at 8 B, one rank, its own cache /tmp/cache-V), so that
+# the timed runs after it only time: step build-V, or build-V-DTYPE for each
+# dtype named.
+build_variants() {
+  local v d variants=$1; shift
+  local W=(--build nvcc -b 8 -e 8 -n 1 -w 0 --trials 1 --contenders fused,triton)
+  for v in $variants; do
+    local B=("${E32[@]}" NTHREADS=1 XDG_CACHE_HOME=/tmp/cache-$v $G/$v/06_symm_bench "${W[@]}")
+    [ $# = 0 ] && run build-$v 200 "${B[@]}"
+    for d; do run build-$v-$d 200 "${B[@]}" --dtype $d; done
+  done
+}
+
 case ${PART:?PART=stage|exp1|exp2|perf|perf7|perf8|perf9|perf10|perf11|perf12|perf13|perf14|perf15|perf16|perf17|perf18|perf21|perf24|perf25|probe29|perf30|final|stand|sweeps|ncu4|ncu3|verify|programs|mps|last|ncu2|ncu1} in
 stage)
   mkdir -p $J /tmp/jit
@@ -404,10 +418,7 @@ perf8)
 perf9)
   [ -f .carry/c9.txz ] && { mkdir -p $G && tar -xJf .carry/c9.txz -C $G --strip-components=1; }
   R=("${E32[@]}" NTHREADS=1)
-  W=(--build nvcc -b 8 -e 8 -n 1 -w 0 --trials 1)
-  for v in base after exp; do
-    run build-$v 200 "${R[@]}" XDG_CACHE_HOME=/tmp/cache-$v $G/$v/06_symm_bench "${W[@]}" --contenders fused,triton
-  done
+  build_variants "base after exp"
   SMALL=(--build nvcc -b 8 -e 256K -f 8 -n 20 -w 5 --trials 3)
   BIG=(--build nvcc -b 16M -e 128M -f 8 -n 8 -w 2 --trials 3)
   C=fused,triton,symm-layer,unfused05-graph,unfused-nccl-graph
@@ -451,11 +462,8 @@ perf9)
 perf10)
   [ -f .carry/c10.txz ] && { mkdir -p $G && tar -xJf .carry/c10.txz -C $G --strip-components=1; }
   R=("${E32[@]}" NTHREADS=1)
-  W=(--build nvcc -b 8 -e 8 -n 1 -w 0 --trials 1)
   V="base c8 c9 exp"
-  for v in $V; do
-    run build-$v 200 "${R[@]}" XDG_CACHE_HOME=/tmp/cache-$v $G/$v/06_symm_bench "${W[@]}" --contenders fused,triton
-  done
+  build_variants "$V"
   SMALL=(--build nvcc -b 8 -e 256K -f 8 -n 20 -w 5 --trials 3)
   BIG=(--build nvcc -b 16M -e 128M -f 8 -n 8 -w 2 --trials 3)
   C=fused,triton,symm-layer,unfused05-graph,unfused-nccl-graph
@@ -677,10 +685,7 @@ perf18|perf21|perf24|perf25)
   set -- $V; A=$1 N=${!#}  # the baseline, the last build (every change)
   files() { for v in $V; do printf '%s ' "$L/$1-$v${2:-}.json"; done; }  # files PREFIX SUFFIX
   R=("${E32[@]}" NTHREADS=1)
-  W=(--build nvcc -b 8 -e 8 -n 1 -w 0 --trials 1)
-  for v in $V; do
-    run build-$v 200 "${R[@]}" XDG_CACHE_HOME=/tmp/cache-$v $G/$v/06_symm_bench "${W[@]}" --contenders fused,triton
-  done
+  build_variants "$V"
   SMALL=(--build nvcc -b 8 -e 256K -f 8 -n 20 -w 5 --trials 3)
   BIG=(--build nvcc -b 16M -e 128M -f 8 -n 8 -w 2 --trials 3)
   for i in 1 2; do
@@ -716,10 +721,7 @@ probe29)
   [ -f .carry/c29.txz ] && { mkdir -p $G && tar -xJf .carry/c29.txz -C $G --strip-components=1; }
   V="c23 c27 cu c29"
   R=("${E32[@]}" NTHREADS=1)
-  W=(--build nvcc -b 8 -e 8 -n 1 -w 0 --trials 1)
-  for v in $V; do
-    run build-$v 200 "${R[@]}" XDG_CACHE_HOME=/tmp/cache-$v $G/$v/06_symm_bench "${W[@]}" --contenders fused,triton
-  done
+  build_variants "$V"
   SMALL=(--build nvcc -b 8 -e 256K -f 8 -n 20 -w 5 --trials 3 --contenders fused,triton)
   BIG=(--build nvcc -b 16M -e 128M -f 8 -n 8 -w 2 --trials 3 --contenders fused,triton)
   for i in 1 2 3; do
@@ -748,12 +750,7 @@ perf30)
   [ -f .carry/c30.txz ] && { mkdir -p $G && tar -xJf .carry/c30.txz -C $G --strip-components=1; }
   V="c29 c30"
   R=("${E32[@]}" NTHREADS=1)
-  W=(--build nvcc -b 8 -e 8 -n 1 -w 0 --trials 1)
-  for v in $V; do
-    for d in f32 bf16; do
-      run build-$v-$d 200 "${R[@]}" XDG_CACHE_HOME=/tmp/cache-$v $G/$v/06_symm_bench "${W[@]}" --contenders fused,triton --dtype $d
-    done
-  done
+  build_variants "$V" f32 bf16
   SMALL=(--build nvcc -b 8 -e 256K -f 8 -n 20 -w 5 --trials 3 --contenders fused,triton)
   BIG=(--build nvcc -b 16M -e 128M -f 8 -n 8 -w 2 --trials 3 --contenders fused,triton)
   for i in 1 2; do
