@@ -10,10 +10,24 @@
 //   out[t,i] = h[t,i] / sqrt(mean_i h[t,i]^2 + eps) * gamma[i]
 // `partial`, `residual`, `out`: `dtype` (float32 or bfloat16); sums in float32.
 
+// Two floats as bfloat16, lo in the low half, rounded to nearest even as symm_f32_to_bf16:
+// one instruction from sm_80 on, where symm_f32_to_bf16 takes about seven for one
+// (PERF_NOTES.md, change 31). A NaN stays a NaN (the canonical one; the library's keeps
+// its bits).
+__device__ __forceinline__ unsigned int tp_bf16x2(float lo, float hi) {
+#if __CUDA_ARCH__ >= 800
+  unsigned int packed;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(packed) : "f"(hi), "f"(lo));
+  return packed;
+#else
+  return symm_f32_to_bf16(lo) | (unsigned int)symm_f32_to_bf16(hi) << 16;
+#endif
+}
+
 // One value of dtype, written from a float.
 __device__ __forceinline__ void tp_store(void* p, size_t i, int dtype, float v) {
   if (dtype == SYMM_DTYPE_FLOAT32) ((float*)p)[i] = v;
-  else ((unsigned short*)p)[i] = symm_f32_to_bf16(v);
+  else ((unsigned short*)p)[i] = (unsigned short)tp_bf16x2(v, 0.0f);
 }
 
 // One block of SYMM_THREADS per multiprocessor (the fused launch is cooperative;
@@ -112,7 +126,8 @@ __device__ __forceinline__ void tp_partial(const float* x, const float* w, void*
 
 // v rounded to dtype and back: what tp_store then tp_load give.
 __device__ __forceinline__ float tp_round(float v, int dtype) {
-  return dtype == SYMM_DTYPE_FLOAT32 ? v : symm_bf16_to_f32(symm_f32_to_bf16(v));
+  // bfloat16: v rounded, in the high half of a word, is that float's bits.
+  return dtype == SYMM_DTYPE_FLOAT32 ? v : __uint_as_float(tp_bf16x2(0.0f, v) & 0xffff0000u);
 }
 
 // The sum of `v` over the block, returned to every thread.
@@ -151,8 +166,7 @@ __device__ __forceinline__ void tp_stores(void* p, size_t i, const float* v) {
   unsigned int w[4];
 #pragma unroll
   for (int e = 0; e < 4; e++)
-    w[e] = V == 4 ? __float_as_uint(v[e])
-                  : symm_f32_to_bf16(v[2 * e]) | (unsigned int)symm_f32_to_bf16(v[2 * e + 1]) << 16;
+    w[e] = V == 4 ? __float_as_uint(v[e]) : tp_bf16x2(v[2 * e], v[2 * e + 1]);
   *(uint4*)((char*)p + i * (16 / V)) = make_uint4(w[0], w[1], w[2], w[3]);
 }
 
