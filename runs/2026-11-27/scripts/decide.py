@@ -5,7 +5,7 @@ c20 adds change 20 (CUDA) to c18. perf21: c21 adds changes 21 (CUDA) and
 23 (Triton) to c17, c22 adds change 22 (CUDA) to c21. perf24: c24 adds
 change 24 (Triton) to c21. perf25: c23 is HEAD f85a061's build, c25 adds
 changes 25 (CUDA) and 26 (Triton), c27 adds 27 (Triton) to c25, c28 adds 28
-(CUDA) to c27. Prints each ratio
+(CUDA) to c27; probe29, perf30 to perf34, probe35 and perf36 in their functions. Prints each ratio
 and rule, then "kept: changes ..." on its last line."""
 import json
 import os
@@ -24,7 +24,7 @@ def times(f, series):
 def wrong(v):
     n = 0
     for f in os.listdir(L):
-        if f.endswith(".json") and f"-{v}" in f:
+        if f.endswith(".json") and v in f[:-5].split("-"):  # c32 is not c32n
             d = json.load(open(f"{L}/{f}"))
             n += sum((r.get(p) or {}).get("wrong") or 0 for s in d["series"] for r in s["rows"]
                      for p in ("out_of_place", "in_place"))
@@ -133,8 +133,118 @@ def perf30():
     print("kept: changes", "30" if ok and w == 0 else "none")
 
 
-if PART in ("probe29", "perf30"):  # plans of their own, with means over runs
-    {"probe29": probe29, "perf30": perf30}[PART]()
+def perf31():
+    """Changes 31 (c31 against c30), 32n and 32 (c32n and c32 against c31):
+    the fused CUDA kernel, means of two runs; the Triton kernel (unchanged)
+    printed as the control."""
+    order = ("big-bf16", "big-f32", "small-bf16", "small-f32")
+    control("c30", ("c31", "c32", "c32n"), order)
+
+    def limits(bf16_128, big_max, small_max, bf16_16=None):
+        def limit(prefix, size):
+            if prefix == "big-bf16" and size == 128 * MIB:
+                return bf16_128
+            if prefix == "big-bf16" and bf16_16 is not None:
+                return bf16_16
+            return small_max if prefix.startswith("small") else big_max
+        return limit
+
+    kept = []
+    if judge("31", "c31", "c30", limits(0.98, 1.02, 1.02, bf16_16=1.0), order):
+        kept.append("31")
+        if judge("32n", "c32n", "c31", limits(0.97, 1.0, 1.02), order):
+            kept.append("32n")
+        elif judge("32", "c32", "c31", limits(0.97, 1.0, 1.02), order):
+            kept.append("32")
+    print("kept: changes", " ".join(kept) if kept else "none")
+
+
+PREFIXES = ("small-f32", "small-bf16", "big-f32", "big-bf16")
+
+
+def judge(change, new, old, limits, prefixes=PREFIXES):
+    """The fused CUDA kernel, NEW against OLD, means of two runs; LIMITS(prefix,
+    size) is the most each may take. True if every size holds and NEW had 0 wrong."""
+    ok = True
+    for prefix in prefixes:
+        m0, m1 = mean(prefix, old, "fused-nccl", (1, 2)), mean(prefix, new, "fused-nccl", (1, 2))
+        for size in sorted(m0):
+            limit = limits(prefix, size)
+            r = m1[size] / m0[size]
+            ok = ok and r <= limit
+            print(f"change {change}, {prefix} {size} B: {r:.3f} (at most {limit})"
+                  f"{'' if r <= limit else ' FAILS'}")
+    w = wrong(new)
+    print(f"wrong elements, {new}: {w}")
+    return ok and w == 0
+
+
+def control(base, variants, prefixes=PREFIXES):
+    """The Triton kernel, the same code in every build: each build against BASE."""
+    for prefix in prefixes:
+        m0 = mean(prefix, base, "triton-nccl", (1, 2))
+        for v in variants:
+            m = mean(prefix, v, "triton-nccl", (1, 2))
+            print(f"control, triton-nccl, {prefix}, {v} / {base}:",
+                  " ".join(f"{b} B {m[b] / m0[b]:.3f}" for b in sorted(m0)))
+
+
+def perf33():
+    """Change 33 and 33s (c33 and c33s against c31); 33s judged only if 33 fails."""
+    control("c31", ("c33", "c33s"))
+
+    def limits(prefix, size):
+        return 0.98 if size in (32768, 262144) else 1.01
+
+    kept = "33" if judge("33", "c33", "c31", limits) else \
+        "33s" if judge("33s", "c33s", "c31", limits) else "none"
+    print("kept: changes", kept)
+
+
+def perf34():
+    """Change 34 (c34 against c31), then 34p (c34p against c34) if 34 is kept."""
+    control("c31", ("c34", "c34p"))
+    kept = []
+    if judge("34", "c34", "c31", lambda prefix, size: 0.97 if size in (32768, 262144) else 1.01):
+        kept.append("34")
+        if judge("34p", "c34p", "c34", lambda prefix, size: 0.99 if size in (32768, 262144) else 1.01):
+            kept.append("34p")
+    print("kept: changes", " ".join(kept) if kept else "none")
+
+
+def probe35():
+    """Change 35 (c35 against c31), and the probe: c35f (float32 runs) and c35b
+    (bfloat16 runs), c35 with the fused kernel's dtype compiled in, against c35."""
+    control("c31", ("c35",))
+    kept = "35" if judge("35", "c35", "c31", lambda prefix, size: 1.0 if size <= 262144 else 1.01) \
+        else "none"
+    for v, dtype in (("c35f", "f32"), ("c35b", "bf16")):
+        for prefix in (f"small-{dtype}", f"big-{dtype}"):
+            for series in ("fused-nccl", "triton-nccl"):
+                m0, m1 = mean(prefix, "c35", series, (1, 2)), mean(prefix, v, series, (1, 2))
+                print(f"probe, {series}, {prefix}, {v} - c35 (us, means of two runs):",
+                      " ".join(f"{b} B {m1[b] - m0[b]:+.2f}" for b in sorted(m0)))
+    print("kept: changes", kept)
+
+
+def perf36():
+    """Change 36 (c36 against c35): not slower anywhere, and the 32 and 256 KiB
+    layers at least 1 % faster on the whole (their four ratios' mean)."""
+    control("c35", ("c36",))
+
+    ok = judge("36", "c36", "c35", lambda prefix, size: 1.0 if size <= 262144 else 1.01)
+    ratios = [mean(p, "c36", "fused-nccl", (1, 2))[b] / mean(p, "c35", "fused-nccl", (1, 2))[b]
+              for p in ("small-f32", "small-bf16") for b in (32768, 262144)]
+    r = sum(ratios) / len(ratios)
+    print(f"change 36, 32 and 256 KiB, both types, mean ratio: {r:.3f} (at most 0.99)"
+          f"{'' if r <= 0.99 else ' FAILS'}")
+    print("kept: changes", "36" if ok and r <= 0.99 else "none")
+
+
+OWN = {"probe29": probe29, "perf30": perf30, "perf31": perf31, "perf33": perf33, "perf34": perf34,
+       "probe35": probe35, "perf36": perf36}
+if PART in OWN:  # plans of their own, with means over runs
+    OWN[PART]()
     sys.exit(0)
 plan = PLANS[PART]
 w = {v: wrong(v) for v in sorted({c[2] for c in plan} | {c[3] for c in plan})}

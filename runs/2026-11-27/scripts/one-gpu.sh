@@ -120,6 +120,26 @@
 #               (change 30): each twice, in turn, at 1 rank, float32 and bfloat16,
 #               8 B to 256 KiB and 16 and 128 MiB; change 30 kept by its rule
 #               (decision.txt); the stress mode on c30's Triton kernel, bfloat16
+#   PART=perf31 carry .carry/c31.txz: $G/c30 (HEAD d9220f9's build), $G/c31
+#               (change 31), $G/c32 and $G/c32n (change 32, two ways): each twice,
+#               in turn, at 1 rank, float32 and bfloat16, 8 B to 256 KiB and 16
+#               and 128 MiB; changes kept by their rules (decision.txt); the
+#               stress mode at 2 ranks on c32n and c32 (2 to 32 MiB, k = 16, 40, 100)
+#   PART=perf33 carry .carry/c33.txz: $G/c31 (change 31's build), $G/c33 and
+#               $G/c33s (change 33, two ways), as perf31; the stress mode at 2 ranks
+#               on c33 and c33s (both types, 8 B to 1 MiB and 2 to 32 MiB, k = 40)
+#   PART=perf34 carry .carry/c34.txz: $G/c31 (change 31's build), $G/c34 and
+#               $G/c34p (change 34, two ways), as perf31; the stress mode at 2 ranks
+#               on both (both types, 8 B to 1 MiB and 2 to 32 MiB, k = 40 and 100)
+#   PART=probe35 carry .carry/c35.txz: $G/c31, $G/c35 (change 35), $G/c35f and
+#               $G/c35b (c35 with the fused kernel's dtype compiled in: float32
+#               runs only, bfloat16 runs only), as perf31 in the dtypes each can
+#               run; change 35 kept by its rule (decision.txt); the stress mode at
+#               2 ranks on c35 (both types, 8 B to 1 MiB and 2 to 32 MiB)
+#   PART=perf36 carry .carry/c36.txz: $G/c35 (change 35's build) and $G/c36
+#               (change 36), as perf31; the nvcc route's cubins of both (for their
+#               layout); the stress mode at 2 ranks on c36 (both types, 8 B to 1 MiB
+#               and 2 to 32 MiB, k = 40 and 100)
 #   PART=final  after the last change to GPU code (carry .carry/threads.txz;
 #               STAND=1 adds stand: the fused and unfused contenders side by side):
 #               the thread suite at GPU_TEST_RANKS=2; the stress mode at 2
@@ -131,7 +151,8 @@
 #               and 2 ranks (its wall time in each log), every operation checked
 #   PART=ncu4   carry .carry/threads.txz: ncu (caches flushed) on the fused
 #               Triton and CUDA kernels at 128 MiB, one rank, float32 (or
-#               NCU_DTYPE=bf16; NCU_BIN another 06_symm_bench): speed
+#               NCU_DTYPE=bf16; NCU_BIN another 06_symm_bench; NCU_SIZE another
+#               size than 128M): speed
 #               of light, memory, warp state, and the warps' stall samples
 #               per SASS instruction (the source page as CSV, gzipped)
 #   PART=ncu3   carry .carry/threads.txz: ncu on tp_compute (the compute
@@ -218,7 +239,7 @@ build_variants() {
   done
 }
 
-case ${PART:?PART=stage|exp1|exp2|perf|perf7|perf8|perf9|perf10|perf11|perf12|perf13|perf14|perf15|perf16|perf17|perf18|perf21|perf24|perf25|probe29|perf30|final|stand|sweeps|ncu4|ncu3|verify|programs|mps|last|ncu2|ncu1} in
+case ${PART:?PART=stage|exp1|exp2|perf|perf7|perf8|perf9|perf10|perf11|perf12|perf13|perf14|perf15|perf16|perf17|perf18|perf21|perf24|perf25|probe29|perf30|perf31|perf33|perf34|probe35|perf36|final|stand|sweeps|ncu4|ncu3|verify|programs|mps|last|ncu2|ncu1} in
 stage)
   mkdir -p $J /tmp/jit
   if [ -f .nccl/nccl-2.32.3.tar.xz ]; then
@@ -746,30 +767,69 @@ probe29)
     run 06-stress-$d-n2 60 "${R2[@]}" $G/c29/06_symm_bench --build nvcc --contenders fused,triton --dtype $d --stress 500 -b 8 -e 1M -f 8
   done
   ;;
-perf30)
-  [ -f .carry/c30.txz ] && { mkdir -p $G && tar -xJf .carry/c30.txz -C $G --strip-components=1; }
-  V="c29 c30"
+perf30|perf31|perf33|perf34|probe35|perf36)
+  for c in c30 c31 c33 c34 c35 c36; do
+    [ -f .carry/$c.txz ] && { mkdir -p $G && tar -xJf .carry/$c.txz -C $G --strip-components=1; }
+  done
+  V="c30 c31 c32 c32n"; [ $PART = perf30 ] && V="c29 c30"; [ $PART = perf33 ] && V="c31 c33 c33s"
+  [ $PART = perf34 ] && V="c31 c34 c34p"; [ $PART = probe35 ] && V="c31 c35 c35f c35b"
+  [ $PART = perf36 ] && V="c35 c36"
+  dtypes() { case $1 in c35f) echo f32;; c35b) echo bf16;; *) echo f32 bf16;; esac; }
   R=("${E32[@]}" NTHREADS=1)
-  build_variants "$V" f32 bf16
+  for v in $V; do build_variants $v $(dtypes $v); done
   SMALL=(--build nvcc -b 8 -e 256K -f 8 -n 20 -w 5 --trials 3 --contenders fused,triton)
   BIG=(--build nvcc -b 16M -e 128M -f 8 -n 8 -w 2 --trials 3 --contenders fused,triton)
   for i in 1 2; do
     for v in $V; do
       Rv=("${R[@]}" XDG_CACHE_HOME=/tmp/cache-$v)
-      for d in f32 bf16; do
+      for d in $(dtypes $v); do
         run small-$d-$v-$i 60 "${Rv[@]}" $G/$v/06_symm_bench "${SMALL[@]}" --dtype $d --json $L/small-$d-$v-$i.json
         run big-$d-$v-$i 60 "${Rv[@]}" $G/$v/06_symm_bench "${BIG[@]}" --dtype $d --json $L/big-$d-$v-$i.json
       done
     done
   done
   for t in small-f32 big-f32 small-bf16 big-bf16; do
-    python3 $CMP $(for i in 1 2; do for v in $V; do printf '%s ' $L/$t-$v-$i.json; done; done) > $L/$t-n1.txt 2>&1
+    python3 $CMP $(for i in 1 2; do for v in $V; do [ -f $L/$t-$v-$i.json ] && printf '%s ' $L/$t-$v-$i.json; done; done) > $L/$t-n1.txt 2>&1
   done
   python3 runs/2026-11-27/scripts/decide.py $L $PART > $L/decision.txt 2>&1
-  R2=("${E32[@]}" NTHREADS=2 "${SHARE[@]}" XDG_CACHE_HOME=/tmp/cache-c30)
-  run 06-stress-bf16-n2 60 "${R2[@]}" $G/c30/06_symm_bench --build nvcc --contenders triton --dtype bf16 --stress 500 -b 8 -e 1M -f 8
-  run 06-stress-bf16-big-n2 90 "${R2[@]}" $G/c30/06_symm_bench --build nvcc --contenders triton --dtype bf16 --stress 50 -b 2M -e 32M -f 4
-  run 06-stress-bf16-k40-n2 90 "${R2[@]}" $G/c30/06_symm_bench --build nvcc --contenders triton --dtype bf16 --k 40 --stress 20 -b 16M -e 32M -f 2
+  if [ $PART = probe35 ]; then
+    R2=("${E32[@]}" NTHREADS=2 "${SHARE[@]}" XDG_CACHE_HOME=/tmp/cache-c35)
+    for d in f32 bf16; do
+      run 06-stress-$d-c35-n2 60 "${R2[@]}" $G/c35/06_symm_bench --build nvcc --contenders fused,triton --dtype $d --stress 500 -b 8 -e 1M -f 8
+      run 06-stress-$d-big-c35-n2 90 "${R2[@]}" $G/c35/06_symm_bench --build nvcc --contenders fused,triton --dtype $d --stress 50 -b 2M -e 32M -f 4
+    done
+    exit 0
+  fi
+  if [ $PART = perf30 ]; then
+    R2=("${E32[@]}" NTHREADS=2 "${SHARE[@]}" XDG_CACHE_HOME=/tmp/cache-c30)
+    run 06-stress-bf16-n2 60 "${R2[@]}" $G/c30/06_symm_bench --build nvcc --contenders triton --dtype bf16 --stress 500 -b 8 -e 1M -f 8
+    run 06-stress-bf16-big-n2 90 "${R2[@]}" $G/c30/06_symm_bench --build nvcc --contenders triton --dtype bf16 --stress 50 -b 2M -e 32M -f 4
+    run 06-stress-bf16-k40-n2 90 "${R2[@]}" $G/c30/06_symm_bench --build nvcc --contenders triton --dtype bf16 --k 40 --stress 20 -b 16M -e 32M -f 2
+    exit 0
+  fi
+  [ $PART = perf36 ] && for v in $V; do
+    find /tmp/cache-$v -name '*.cubin' | while read -r f; do cp "$f" $L/$v-$(basename "$f"); done
+  done
+  if [ $PART != perf31 ]; then
+    for v in ${V#c3[15] }; do
+      R2=("${E32[@]}" NTHREADS=2 "${SHARE[@]}" XDG_CACHE_HOME=/tmp/cache-$v)
+      for d in f32 bf16; do
+        run 06-stress-$d-$v-n2 60 "${R2[@]}" $G/$v/06_symm_bench --build nvcc --contenders fused --dtype $d --stress 500 -b 8 -e 1M -f 8
+        run 06-stress-$d-big-$v-n2 90 "${R2[@]}" $G/$v/06_symm_bench --build nvcc --contenders fused --dtype $d --stress 50 -b 2M -e 32M -f 4
+      done
+      run 06-stress-k40-$v-n2 90 "${R2[@]}" $G/$v/06_symm_bench --build nvcc --contenders fused --k 40 --stress 20 -b 8 -e 32M -f 8
+      [ $PART != perf33 ] && run 06-stress-k100-$v-n2 90 "${R2[@]}" $G/$v/06_symm_bench --build nvcc --contenders fused --k 100 --stress 20 -b 8 -e 32M -f 8
+    done
+    exit 0
+  fi
+  for v in c32n c32; do
+    R2=("${E32[@]}" NTHREADS=2 "${SHARE[@]}" XDG_CACHE_HOME=/tmp/cache-$v)
+    for d in f32 bf16; do
+      run 06-stress-$d-big-$v-n2 90 "${R2[@]}" $G/$v/06_symm_bench --build nvcc --contenders fused --dtype $d --stress 50 -b 2M -e 32M -f 4
+      run 06-stress-$d-k40-$v-n2 90 "${R2[@]}" $G/$v/06_symm_bench --build nvcc --contenders fused --dtype $d --k 40 --stress 20 -b 2M -e 32M -f 4
+    done
+    run 06-stress-k100-$v-n2 60 "${R2[@]}" $G/$v/06_symm_bench --build nvcc --contenders fused --k 100 --stress 20 -b 2M -e 32M -f 4
+  done
   ;;
 final)
   [ -f .carry/threads.txz ] && { mkdir -p $G && tar -xJf .carry/threads.txz -C $G; }
@@ -807,9 +867,10 @@ ncu4)
   N=(ncu --cache-control all --clock-control none --launch-skip 5 --launch-count 1
      --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats
      --section SchedulerStats --section SourceCounters)
-  A=(--build nvcc -b 128M -e 128M -n 5 -w 2 --trials 1 --dtype ${NCU_DTYPE:-f32})
+  Z=${NCU_SIZE:-128M}
+  A=(--build nvcc -b $Z -e $Z -n 5 -w 2 --trials 1 --dtype ${NCU_DTYPE:-f32})
   for k in triton fused; do
-    o=$k-128M; [ ${NCU_DTYPE:-f32} = f32 ] || o=$k-128M-$NCU_DTYPE
+    o=$k-$Z; [ ${NCU_DTYPE:-f32} = f32 ] || o=$k-$Z-$NCU_DTYPE
     run ncu-$o 150 "${R[@]}" "${N[@]}" -k regex:tp_tail_$k -o $L/$o ${NCU_BIN:-$G/threads/bin/06_symm_bench} "${A[@]}" --contenders $k
     [ -f $L/$o.ncu-rep ] || continue
     ncu -i $L/$o.ncu-rep > $L/$o-details.txt 2>&1
