@@ -142,6 +142,8 @@
 #               and 2 to 32 MiB, k = 40 and 100)
 #   PART=perf37 carry .carry/c37.txz: $G/c35 (HEAD a9b0d16's build) and $G/c37
 #               (change 37), as perf36 (the nvcc route's cubins; the stress mode on c37)
+#   PART=perf38 carry .carry/c38.txz: $G/c35 (HEAD's build), $G/c38 and $G/c38p
+#               (change 38, two ways), as perf37
 #   PART=final  after the last change to GPU code (carry .carry/threads.txz;
 #               STAND=1 adds stand: the fused and unfused contenders side by side):
 #               the thread suite at GPU_TEST_RANKS=2; the stress mode at 2
@@ -241,7 +243,7 @@ build_variants() {
   done
 }
 
-case ${PART:?PART=stage|exp1|exp2|perf|perf7|perf8|perf9|perf10|perf11|perf12|perf13|perf14|perf15|perf16|perf17|perf18|perf21|perf24|perf25|probe29|perf30|perf31|perf33|perf34|probe35|perf36|perf37|final|stand|sweeps|ncu4|ncu3|verify|programs|mps|last|ncu2|ncu1} in
+case ${PART:?PART=stage|exp1|exp2|perf|perf7|perf8|perf9|perf10|perf11|perf12|perf13|perf14|perf15|perf16|perf17|perf18|perf21|perf24|perf25|probe29|perf30|perf31|perf33|perf34|probe35|perf36|perf37|perf38|final|stand|sweeps|ncu4|ncu3|verify|programs|mps|last|ncu2|ncu1} in
 stage)
   mkdir -p $J /tmp/jit
   if [ -f .nccl/nccl-2.32.3.tar.xz ]; then
@@ -769,13 +771,14 @@ probe29)
     run 06-stress-$d-n2 60 "${R2[@]}" $G/c29/06_symm_bench --build nvcc --contenders fused,triton --dtype $d --stress 500 -b 8 -e 1M -f 8
   done
   ;;
-perf30|perf31|perf33|perf34|probe35|perf36|perf37)
-  for c in c30 c31 c33 c34 c35 c36 c37; do
+perf30|perf31|perf33|perf34|probe35|perf36|perf37|perf38)
+  for c in c30 c31 c33 c34 c35 c36 c37 c38; do
     [ -f .carry/$c.txz ] && { mkdir -p $G && tar -xJf .carry/$c.txz -C $G --strip-components=1; }
   done
   V="c30 c31 c32 c32n"; [ $PART = perf30 ] && V="c29 c30"; [ $PART = perf33 ] && V="c31 c33 c33s"
   [ $PART = perf34 ] && V="c31 c34 c34p"; [ $PART = probe35 ] && V="c31 c35 c35f c35b"
   [ $PART = perf36 ] && V="c35 c36"; [ $PART = perf37 ] && V="c35 c37"
+  [ $PART = perf38 ] && V="c35 c38 c38p"
   dtypes() { case $1 in c35f) echo f32;; c35b) echo bf16;; *) echo f32 bf16;; esac; }
   R=("${E32[@]}" NTHREADS=1)
   for v in $V; do build_variants $v $(dtypes $v); done
@@ -809,7 +812,7 @@ perf30|perf31|perf33|perf34|probe35|perf36|perf37)
     run 06-stress-bf16-k40-n2 90 "${R2[@]}" $G/c30/06_symm_bench --build nvcc --contenders triton --dtype bf16 --k 40 --stress 20 -b 16M -e 32M -f 2
     exit 0
   fi
-  [ $PART = perf36 -o $PART = perf37 ] && for v in $V; do
+  [ $PART = perf36 -o $PART = perf37 -o $PART = perf38 ] && for v in $V; do
     find /tmp/cache-$v -name '*.cubin' | while read -r f; do cp "$f" $L/$v-$(basename "$f"); done
   done
   if [ $PART != perf31 ]; then
