@@ -521,8 +521,9 @@ __device__ __forceinline__ int symm_check_range(const char* base, unsigned long 
                                                 const char* local_ptr, size_t byte_offset,
                                                 size_t num_elements, size_t element,
                                                 size_t* offset) {
-  // element is 2 or 4: a mask and a shift, where % and / by a variable are a 64-bit
-  // division, a subroutine every warp calls (PERF_NOTES.md, change 35).
+  // element is 2 or 4, a power of two: a mask, and a shift by its log2 (__ffsll - 1), where
+  // % and / by a variable are a 64-bit division subroutine every warp calls (lesson 06's
+  // PERF_NOTES.md, change 35).
   if (((uintptr_t)local_ptr | byte_offset) & (element - 1)) return SYMM_ERR_MISALIGNED;
   if (local_ptr < base) return SYMM_ERR_OUT_OF_BOUNDS;
   const size_t into = (size_t)(local_ptr - base);
