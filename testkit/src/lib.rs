@@ -185,11 +185,16 @@ impl Started {
     pub fn wait_for(&mut self, text: &str, limit: Duration) -> Instant {
         let start = Instant::now();
         loop {
+            // Whether it ended first, then its output: what it wrote just
+            // before it ended may still be in the pipes, so read them out.
+            let ended = matches!(self.child.try_wait(), Ok(Some(_)));
+            if ended {
+                self.drain();
+            }
             let (out, err) = self.text();
             if out.contains(text) || err.contains(text) {
                 return Instant::now();
             }
-            let ended = matches!(self.child.try_wait(), Ok(Some(_)));
             if ended || start.elapsed() > limit {
                 self.kill_session();
                 panic!(
@@ -203,6 +208,16 @@ impl Started {
                 );
             }
             std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Once the program has ended: waits, up to 2 s, for the readers to reach
+    /// the end of its pipes. A process of the session that outlived the
+    /// program may hold them open: do not wait for it to close them.
+    fn drain(&self) {
+        let until = Instant::now() + Duration::from_secs(2);
+        while self.readers.iter().any(|r| !r.is_finished()) && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(10));
         }
     }
 
@@ -245,12 +260,7 @@ impl Started {
             }
             std::thread::sleep(Duration::from_millis(20));
         };
-        // A process of the session that outlived the program may hold the
-        // pipes open: do not wait for it to close them.
-        let until = Instant::now() + Duration::from_secs(2);
-        while self.readers.iter().any(|r| !r.is_finished()) && Instant::now() < until {
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        self.drain();
         let (stdout, stderr) = self.text();
         Output {
             status,
@@ -1243,6 +1253,20 @@ pub fn cuda_driver_present() -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A program that prints what a test waits for and ends at once: when
+    /// the test sees it has ended, its last words may still be in the pipes,
+    /// and `wait_for` must read them before it says they never came (the
+    /// fault matrix's ranks that fail right after the barrier end this fast).
+    #[test]
+    fn wait_for_sees_what_a_program_printed_just_before_it_ended() {
+        for _ in 0..50 {
+            let mut started = Started::new(Command::new("sh").args(["-c", "echo ready"]));
+            started.wait_for("ready", Duration::from_secs(10));
+            let output = started.finish(Duration::from_secs(10));
+            assert!(output.status.success(), "{}", describe(&output));
+        }
+    }
 
     #[test]
     fn sharing_is_read_as_nccl_reads_the_variable() {
