@@ -5,7 +5,7 @@ c20 adds change 20 (CUDA) to c18. perf21: c21 adds changes 21 (CUDA) and
 23 (Triton) to c17, c22 adds change 22 (CUDA) to c21. perf24: c24 adds
 change 24 (Triton) to c21. perf25: c23 is HEAD f85a061's build, c25 adds
 changes 25 (CUDA) and 26 (Triton), c27 adds 27 (Triton) to c25, c28 adds 28
-(CUDA) to c27; probe29, perf30 to perf34, probe35 and perf36 to perf38 in their functions. Prints each ratio
+(CUDA) to c27; probe29, perf30 to perf34, probe35 and perf36 to perf40 in their functions. Prints each ratio
 and rule, then "kept: changes ..." on its last line."""
 import json
 import os
@@ -162,12 +162,13 @@ def perf31():
 PREFIXES = ("small-f32", "small-bf16", "big-f32", "big-bf16")
 
 
-def judge(change, new, old, limits, prefixes=PREFIXES):
-    """The fused CUDA kernel, NEW against OLD, means of two runs; LIMITS(prefix,
-    size) is the most each may take. True if every size holds and NEW had 0 wrong."""
+def judge(change, new, old, limits, prefixes=PREFIXES, series="fused-nccl"):
+    """A fused kernel (SERIES: the CUDA one unless it says otherwise), NEW against
+    OLD, means of two runs; LIMITS(prefix, size) is the most each may take. True
+    if every size holds and NEW had 0 wrong."""
     ok = True
     for prefix in prefixes:
-        m0, m1 = mean(prefix, old, "fused-nccl", (1, 2)), mean(prefix, new, "fused-nccl", (1, 2))
+        m0, m1 = mean(prefix, old, series, (1, 2)), mean(prefix, new, series, (1, 2))
         for size in sorted(m0):
             limit = limits(prefix, size)
             r = m1[size] / m0[size]
@@ -179,13 +180,14 @@ def judge(change, new, old, limits, prefixes=PREFIXES):
     return ok and w == 0
 
 
-def control(base, variants, prefixes=PREFIXES):
-    """The Triton kernel, the same code in every build: each build against BASE."""
+def control(base, variants, prefixes=PREFIXES, series="triton-nccl"):
+    """The kernel the builds did not change (the Triton one unless SERIES says
+    otherwise): each build against BASE."""
     for prefix in prefixes:
-        m0 = mean(prefix, base, "triton-nccl", (1, 2))
+        m0 = mean(prefix, base, series, (1, 2))
         for v in variants:
-            m = mean(prefix, v, "triton-nccl", (1, 2))
-            print(f"control, triton-nccl, {prefix}, {v} / {base}:",
+            m = mean(prefix, v, series, (1, 2))
+            print(f"control, {series}, {prefix}, {v} / {base}:",
                   " ".join(f"{b} B {m[b] / m0[b]:.3f}" for b in sorted(m0)))
 
 
@@ -236,6 +238,21 @@ def perf38():
     print("kept: changes", kept)
 
 
+def triton_tiles(change, small_max):
+    """Changes 39 and 40 (c39, c40 against c35): the Triton kernel, means of two
+    runs; the CUDA kernel (unchanged) printed as the control."""
+    new = "c" + change
+    control("c35", (new,), series="fused-nccl")
+
+    def limit(prefix, size):
+        if prefix == "big-bf16" and size == 128 * MIB:
+            return 0.96
+        return small_max if prefix.startswith("small") else 1.0
+
+    kept = judge(change, new, "c35", limit, series="triton-nccl")
+    print("kept: changes", change if kept else "none")
+
+
 def small_gain(change, new, old, most, verdict=True):
     """NEW against OLD (means of two runs): no small size slower, 16 and 128 MiB
     at most 1.01, 0 wrong, and the four ratios at 32 and 256 KiB in both types
@@ -254,7 +271,8 @@ def small_gain(change, new, old, most, verdict=True):
 
 OWN = {"probe29": probe29, "perf30": perf30, "perf31": perf31, "perf33": perf33, "perf34": perf34,
        "probe35": probe35, "perf36": lambda: small_gain("36", "c36", "c35", 0.99),
-       "perf37": lambda: small_gain("37", "c37", "c35", 0.98), "perf38": perf38}
+       "perf37": lambda: small_gain("37", "c37", "c35", 0.98), "perf38": perf38,
+       "perf39": lambda: triton_tiles("39", 1.03), "perf40": lambda: triton_tiles("40", 1.02)}
 if PART in OWN:  # plans of their own, with means over runs
     OWN[PART]()
     sys.exit(0)

@@ -144,6 +144,13 @@
 #               (change 37), as perf36 (the nvcc route's cubins; the stress mode on c37)
 #   PART=perf38 carry .carry/c38.txz: $G/c35 (HEAD's build), $G/c38 and $G/c38p
 #               (change 38, two ways), as perf37
+#   PART=perf39 carry .carry/c39.txz: $G/c35 (HEAD's build) and $G/c39 (change 39,
+#               the Triton kernel's tiles of 32 tokens), as perf31; the stress mode
+#               on c39's Triton kernel at 2 ranks (both types, 8 B to 256 KiB and 2
+#               to 32 MiB, k = 40 and 100)
+#   PART=perf40 carry .carry/c40.txz: $G/c35 (HEAD's build) and $G/c40 (change 40,
+#               the Triton kernel's tiles of 32 tokens where every program has two),
+#               as perf39
 #   PART=final  after the last change to GPU code (carry .carry/threads.txz;
 #               STAND=1 adds stand: the fused and unfused contenders side by side):
 #               the thread suite at GPU_TEST_RANKS=2; the stress mode at 2
@@ -243,7 +250,7 @@ build_variants() {
   done
 }
 
-case ${PART:?PART=stage|exp1|exp2|perf|perf7|perf8|perf9|perf10|perf11|perf12|perf13|perf14|perf15|perf16|perf17|perf18|perf21|perf24|perf25|probe29|perf30|perf31|perf33|perf34|probe35|perf36|perf37|perf38|final|stand|sweeps|ncu4|ncu3|verify|programs|mps|last|ncu2|ncu1} in
+case ${PART:?PART=stage|exp1|exp2|perf|perf7|perf8|perf9|perf10|perf11|perf12|perf13|perf14|perf15|perf16|perf17|perf18|perf21|perf24|perf25|probe29|perf30|perf31|perf33|perf34|probe35|perf36|perf37|perf38|perf39|perf40|final|stand|sweeps|ncu4|ncu3|verify|programs|mps|last|ncu2|ncu1} in
 stage)
   mkdir -p $J /tmp/jit
   if [ -f .nccl/nccl-2.32.3.tar.xz ]; then
@@ -771,14 +778,15 @@ probe29)
     run 06-stress-$d-n2 60 "${R2[@]}" $G/c29/06_symm_bench --build nvcc --contenders fused,triton --dtype $d --stress 500 -b 8 -e 1M -f 8
   done
   ;;
-perf30|perf31|perf33|perf34|probe35|perf36|perf37|perf38)
-  for c in c30 c31 c33 c34 c35 c36 c37 c38; do
+perf30|perf31|perf33|perf34|probe35|perf36|perf37|perf38|perf39|perf40)
+  for c in c30 c31 c33 c34 c35 c36 c37 c38 c39 c40; do
     [ -f .carry/$c.txz ] && { mkdir -p $G && tar -xJf .carry/$c.txz -C $G --strip-components=1; }
   done
   V="c30 c31 c32 c32n"; [ $PART = perf30 ] && V="c29 c30"; [ $PART = perf33 ] && V="c31 c33 c33s"
   [ $PART = perf34 ] && V="c31 c34 c34p"; [ $PART = probe35 ] && V="c31 c35 c35f c35b"
   [ $PART = perf36 ] && V="c35 c36"; [ $PART = perf37 ] && V="c35 c37"
-  [ $PART = perf38 ] && V="c35 c38 c38p"
+  [ $PART = perf38 ] && V="c35 c38 c38p"; [ $PART = perf39 ] && V="c35 c39"
+  [ $PART = perf40 ] && V="c35 c40"
   dtypes() { case $1 in c35f) echo f32;; c35b) echo bf16;; *) echo f32 bf16;; esac; }
   R=("${E32[@]}" NTHREADS=1)
   for v in $V; do build_variants $v $(dtypes $v); done
@@ -816,14 +824,15 @@ perf30|perf31|perf33|perf34|probe35|perf36|perf37|perf38)
     find /tmp/cache-$v -name '*.cubin' | while read -r f; do cp "$f" $L/$v-$(basename "$f"); done
   done
   if [ $PART != perf31 ]; then
+    K=fused; [ $PART = perf39 -o $PART = perf40 ] && K=triton  # the kernel the change touched
     for v in ${V#c3[15] }; do
       R2=("${E32[@]}" NTHREADS=2 "${SHARE[@]}" XDG_CACHE_HOME=/tmp/cache-$v)
       for d in f32 bf16; do
-        run 06-stress-$d-$v-n2 60 "${R2[@]}" $G/$v/06_symm_bench --build nvcc --contenders fused --dtype $d --stress 500 -b 8 -e 1M -f 8
-        run 06-stress-$d-big-$v-n2 90 "${R2[@]}" $G/$v/06_symm_bench --build nvcc --contenders fused --dtype $d --stress 50 -b 2M -e 32M -f 4
+        run 06-stress-$d-$v-n2 60 "${R2[@]}" $G/$v/06_symm_bench --build nvcc --contenders $K --dtype $d --stress 500 -b 8 -e 1M -f 8
+        run 06-stress-$d-big-$v-n2 90 "${R2[@]}" $G/$v/06_symm_bench --build nvcc --contenders $K --dtype $d --stress 50 -b 2M -e 32M -f 4
       done
-      run 06-stress-k40-$v-n2 90 "${R2[@]}" $G/$v/06_symm_bench --build nvcc --contenders fused --k 40 --stress 20 -b 8 -e 32M -f 8
-      [ $PART != perf33 ] && run 06-stress-k100-$v-n2 90 "${R2[@]}" $G/$v/06_symm_bench --build nvcc --contenders fused --k 100 --stress 20 -b 8 -e 32M -f 8
+      run 06-stress-k40-$v-n2 90 "${R2[@]}" $G/$v/06_symm_bench --build nvcc --contenders $K --k 40 --stress 20 -b 8 -e 32M -f 8
+      [ $PART != perf33 ] && run 06-stress-k100-$v-n2 90 "${R2[@]}" $G/$v/06_symm_bench --build nvcc --contenders $K --k 100 --stress 20 -b 8 -e 32M -f 8
     done
     exit 0
   fi
