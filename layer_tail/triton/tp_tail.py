@@ -108,21 +108,27 @@ def tp_compute(x, w, partial, pid, programs, tokens, hidden, k, BLOCK_T: tl.cons
     tall = tl.cdiv(tokens, 2 * BLOCK_T) * tiles_h
     if tall >= 2 * programs:
         pairs = tl.cdiv(tall - pid, programs) * steps
-        tall_acc = tl.zeros([2 * BLOCK_T, BLOCK_H], dtype=tl.float32)
-        for q in tl.range(0, pairs, num_stages=2):
-            tall_acc = tp_step(x, w, partial, q, tall_acc, pid, programs, steps, tiles_h, tokens,
-                               hidden, k, 2 * BLOCK_T, BLOCK_H, BLOCK_K, ALIGN)
+        tp_tiles(x, w, partial, pairs, pid, programs, steps, tiles_h, tokens, hidden, k,
+                 2 * BLOCK_T, BLOCK_H, BLOCK_K, ALIGN, STAGES=2)
     else:
         pairs = tl.cdiv(tl.cdiv(tokens, BLOCK_T) * tiles_h - pid, programs) * steps
-        acc = tl.zeros([BLOCK_T, BLOCK_H], dtype=tl.float32)
         if pairs > steps:
-            for q in tl.range(0, pairs, num_stages=2):
-                acc = tp_step(x, w, partial, q, acc, pid, programs, steps, tiles_h, tokens,
-                              hidden, k, BLOCK_T, BLOCK_H, BLOCK_K, ALIGN)
+            tp_tiles(x, w, partial, pairs, pid, programs, steps, tiles_h, tokens, hidden, k,
+                     BLOCK_T, BLOCK_H, BLOCK_K, ALIGN, STAGES=2)
         else:
-            for q in tl.range(0, pairs, num_stages=1):
-                acc = tp_step(x, w, partial, q, acc, pid, programs, steps, tiles_h, tokens,
-                              hidden, k, BLOCK_T, BLOCK_H, BLOCK_K, ALIGN)
+            tp_tiles(x, w, partial, pairs, pid, programs, steps, tiles_h, tokens, hidden, k,
+                     BLOCK_T, BLOCK_H, BLOCK_K, ALIGN, STAGES=1)
+
+
+@triton.jit
+def tp_tiles(x, w, partial, pairs, pid, programs, steps, tiles_h, tokens, hidden, k,
+             BLOCK_T: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_K: tl.constexpr,
+             ALIGN: tl.constexpr, STAGES: tl.constexpr):
+    # This program's (tile, k step) pairs, in order, through a pipeline STAGES deep.
+    acc = tl.zeros([BLOCK_T, BLOCK_H], dtype=tl.float32)
+    for q in tl.range(0, pairs, num_stages=STAGES):
+        acc = tp_step(x, w, partial, q, acc, pid, programs, steps, tiles_h, tokens, hidden, k,
+                      BLOCK_T, BLOCK_H, BLOCK_K, ALIGN)
 
 
 @triton.jit
