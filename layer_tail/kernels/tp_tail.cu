@@ -124,7 +124,7 @@ __device__ __forceinline__ void tp_partial(const float* x, const float* w, void*
       : tp_partial_tiles<TP_TILE_COLUMNS, TP_K_HELD>(x, w, partial, tokens, hidden, k, dtype);
 }
 
-// v rounded to dtype and back: what tp_store then tp_load give.
+// v rounded to dtype and back: what tp_store then tp_loads give.
 __device__ __forceinline__ float tp_round(float v, int dtype) {
   // bfloat16: v rounded, in the high half of a word, is that float's bits.
   return dtype == SYMM_DTYPE_FLOAT32 ? v : __uint_as_float(tp_bf16x2(0.0f, v) & 0xffff0000u);
