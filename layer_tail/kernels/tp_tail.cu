@@ -47,20 +47,57 @@ __device__ __forceinline__ void tp_store(void* p, size_t i, int dtype, float v) 
 #define TP_K_CHUNK 64
 static_assert(TP_K_STEP <= TP_K_CHUNK && TP_K_HELD <= TP_K_CHUNK, "held weights: one chunk's");
 
+// *src (or 0 where !load, src then unread) copied to *dst in shared memory without waiting
+// for it: from sm_80 on, an asynchronous copy (cp.async; where !load it reads 0 bytes and
+// writes 4 zeros). The thread's copies are done once tp_staged returns; before sm_80, a
+// load and a store. The compute phase copies the next chunk's activations this way while
+// chunk's fmas run (PERF_NOTES.md, change 42).
+__device__ __forceinline__ void tp_stage(float* dst, const float* src, bool load) {
+#if __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(
+                   (unsigned int)__cvta_generic_to_shared(dst)),
+               "l"(src), "r"(load ? 4 : 0)
+               : "memory");
+#else
+  *dst = load ? *src : 0.0f;
+#endif
+}
+__device__ __forceinline__ void tp_staged() {
+#if __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.wait_all;" ::: "memory");
+#endif
+}
+
 // Phase "compute": partial[t, i] = sum_j x[t, j] w[j, i], by tiles of TP_TILE_TOKENS
-// tokens x COLUMNS * blockDim.x columns. A thread owns COLUMNS columns blockDim.x apart
+// tokens x COLUMNS * SYMM_THREADS columns. A thread owns COLUMNS columns SYMM_THREADS apart
 // (coalesced), their sums in registers. The tile's activations go to shared memory
-// TP_K_CHUNK j at a time (one round trip per block, then broadcast reads); per STEP j a
-// thread loads all its weights before the first fma, kept for the block's next tile where
-// one step covers k and the columns stay (PERF_NOTES.md, change 8). Every j of a step runs
-// its fmas (0s past the chunk's end): a branch per j moved its loads to their use (call 117).
+// TP_K_CHUNK j at a time (one round trip per block, then broadcast reads), zeros past the
+// chunk's end to a whole STEP, so that the fmas run with no test per j; per STEP j a thread
+// loads all its weights (0s past the chunk's end) before the first fma, kept for the
+// block's next tile where one step covers k and the columns stay (PERF_NOTES.md, changes 8
+// and 41).
 template <int COLUMNS, int STEP>
 __device__ __forceinline__ void tp_partial_tiles(const float* x, const float* w, void* partial,
                                                  int tokens, int hidden, int k, int dtype) {
-  __shared__ float xs[TP_K_CHUNK][TP_TILE_TOKENS];
-  const int tile_width = COLUMNS * blockDim.x;
+  static_assert(TP_K_CHUNK % STEP == 0, "a chunk's steps stay inside xs");
+  static_assert(TP_K_CHUNK * TP_TILE_TOKENS == SYMM_THREADS, "a thread stages one activation");
+  __shared__ __align__(16) float xs[2][TP_K_CHUNK][TP_TILE_TOKENS];  // this chunk, the next
+  // The activation this thread stages: token t0 + ut's input feature c0 + jt (neighbours
+  // load neighbouring features).
+  const int ut = threadIdx.x / TP_K_CHUNK, jt = threadIdx.x % TP_K_CHUNK;
+  constexpr int tile_width = COLUMNS * SYMM_THREADS;
   const int column_tiles = (hidden + tile_width - 1) / tile_width;
   const int tiles = (tokens + TP_TILE_TOKENS - 1) / TP_TILE_TOKENS * column_tiles;
+  // Stages tile's chunk at c0 into xs[buffer]: x[t, c0 + jt] of token t0 + ut, 0 past k to a
+  // whole STEP (rows past `tokens` load the last token's, in bounds; their sums are not stored).
+  auto stage = [&](int buffer, int tile, int c0) {
+    const int t = min(tile / column_tiles * TP_TILE_TOKENS + ut, tokens - 1);
+    const bool in_k = c0 + jt < k;
+    if (jt < (min(TP_K_CHUNK, k - c0) + STEP - 1) / STEP * STEP)
+      tp_stage(&xs[buffer][jt][ut], x + (in_k ? (size_t)t * k + c0 + jt : 0), in_k);
+  };
+  int buffer = 0;  // the one the next chunk's fmas read
+  if (blockIdx.x < tiles) stage(buffer, blockIdx.x, 0);
   float wj[STEP][COLUMNS];
   int held = -1;  // the first column whose weights wj holds, where k <= STEP
   for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
@@ -69,13 +106,15 @@ __device__ __forceinline__ void tp_partial_tiles(const float* x, const float* w,
     float acc[TP_TILE_TOKENS][COLUMNS] = {};
     for (int c0 = 0; c0 < k; c0 += TP_K_CHUNK) {
       const int chunk = min(TP_K_CHUNK, k - c0);
-      __syncthreads();  // every thread is done with the previous chunk
-      // Rows past `tokens` load the last token's (in bounds); their sums are not stored.
-      for (int e = threadIdx.x; e < chunk * TP_TILE_TOKENS; e += blockDim.x) {
-        const int u = e / chunk, j = e % chunk;  // neighbours load neighbouring j
-        xs[j][u] = x[(size_t)min(t0 + u, tokens - 1) * k + c0 + j];
-      }
-      __syncthreads();
+      tp_staged();
+      __syncthreads();  // this chunk staged by every thread, and the previous one read
+      // The next chunk (this tile's, else the block's next tile's first) is copied while
+      // this one's fmas run: one barrier a chunk, and its loads' trip to memory hidden.
+      const int c1 = c0 + TP_K_CHUNK < k ? c0 + TP_K_CHUNK : 0;
+      const int tile1 = c1 > 0 ? tile : tile + gridDim.x;
+      if (tile1 < tiles) stage(buffer ^ 1, tile1, c1);
+      const float(*xc)[TP_TILE_TOKENS] = xs[buffer];
+      buffer ^= 1;
       for (int s0 = 0; s0 < chunk; s0 += STEP) {
         if (k > STEP || i0 != held) {
 #pragma unroll
@@ -83,7 +122,7 @@ __device__ __forceinline__ void tp_partial_tiles(const float* x, const float* w,
             const size_t j = c0 + min(s0 + s, chunk - 1);
 #pragma unroll
             for (int c = 0; c < COLUMNS; c++) {
-              const int i = i0 + c * blockDim.x;
+              const int i = i0 + c * SYMM_THREADS;
               wj[s][c] = s0 + s < chunk && i < hidden ? w[j * hidden + i] : 0.0f;
             }
           }
@@ -92,7 +131,7 @@ __device__ __forceinline__ void tp_partial_tiles(const float* x, const float* w,
         for (int s = 0; s < STEP; s++) {
 #pragma unroll
           for (int u = 0; u < TP_TILE_TOKENS; u++) {
-            const float xj = s0 + s < chunk ? xs[s0 + s][u] : 0.0f;
+            const float xj = xc[s0 + s][u];
 #pragma unroll
             for (int c = 0; c < COLUMNS; c++)
               acc[u][c] = fmaf(xj, wj[s][c], acc[u][c]);  // in j order, as the CPU reference
@@ -101,14 +140,15 @@ __device__ __forceinline__ void tp_partial_tiles(const float* x, const float* w,
       }
     }
     held = i0;
+    // Row by row, the row's COLUMNS stores at constant offsets from one address (change 41).
 #pragma unroll
     for (int u = 0; u < TP_TILE_TOKENS; u++) {
+      if (t0 + u >= tokens) break;
+      const size_t row = (size_t)(t0 + u) * hidden + i0;
 #pragma unroll
-      for (int c = 0; c < COLUMNS; c++) {
-        const int i = i0 + c * blockDim.x;
-        if (t0 + u < tokens && i < hidden)
-          tp_store(partial, (size_t)(t0 + u) * hidden + i, dtype, acc[u][c]);
-      }
+      for (int c = 0; c < COLUMNS; c++)
+        if (i0 + c * SYMM_THREADS < hidden)
+          tp_store(partial, row + c * SYMM_THREADS, dtype, acc[u][c]);
     }
   }
 }
@@ -117,7 +157,7 @@ __device__ __forceinline__ void tp_partial_tiles(const float* x, const float* w,
 // so that 4 times as many blocks share the weights (PERF_NOTES.md, change 6).
 __device__ __forceinline__ void tp_partial(const float* x, const float* w, void* partial,
                                            int tokens, int hidden, int k, int dtype) {
-  const int wide = TP_TILE_COLUMNS * blockDim.x;
+  const int wide = TP_TILE_COLUMNS * SYMM_THREADS;
   const int tiles = (tokens + TP_TILE_TOKENS - 1) / TP_TILE_TOKENS * ((hidden + wide - 1) / wide);
   tiles < (int)gridDim.x
       ? tp_partial_tiles<1, TP_K_STEP>(x, w, partial, tokens, hidden, k, dtype)

@@ -101,12 +101,18 @@ def tp_compute(x, w, partial, pid, programs, tokens, hidden, k, BLOCK_T: tl.cons
     # cost 0.7 µs (PERF_NOTES.md, changes 18 and 23).
     tiles_h = tl.cdiv(hidden, BLOCK_H)
     steps = tl.cdiv(k, BLOCK_K)
-    # Large layers, where every program has two tiles of 2 BLOCK_T tokens or more (the
-    # same test in every program, which must agree on the tiles): each operand loaded
-    # serves twice the fmas, -14 % at 128 MiB in bfloat16, -7 % in float32; below, the
-    # 16-token tiles, whose masked rows would cost small layers (PERF_NOTES.md, change 40).
+    # Large layers, where every program has two tiles of 4 BLOCK_T tokens or more (the
+    # same test in every program, which must agree on the tiles), else two of 2 BLOCK_T:
+    # each operand loaded serves 4 or 2 times the fmas (PERF_NOTES.md, changes 40 and 43:
+    # together -19 % at 128 MiB in bfloat16, -8 % in float32); below, the 16-token tiles,
+    # whose masked rows would cost small layers.
+    taller = tl.cdiv(tokens, 4 * BLOCK_T) * tiles_h
     tall = tl.cdiv(tokens, 2 * BLOCK_T) * tiles_h
-    if tall >= 2 * programs:
+    if taller >= 2 * programs:
+        pairs = tl.cdiv(taller - pid, programs) * steps
+        tp_tiles(x, w, partial, pairs, pid, programs, steps, tiles_h, tokens, hidden, k,
+                 4 * BLOCK_T, BLOCK_H, BLOCK_K, ALIGN, STAGES=2)
+    elif tall >= 2 * programs:
         pairs = tl.cdiv(tall - pid, programs) * steps
         tp_tiles(x, w, partial, pairs, pid, programs, steps, tiles_h, tokens, hidden, k,
                  2 * BLOCK_T, BLOCK_H, BLOCK_K, ALIGN, STAGES=2)
