@@ -5,7 +5,7 @@ c20 adds change 20 (CUDA) to c18. perf21: c21 adds changes 21 (CUDA) and
 23 (Triton) to c17, c22 adds change 22 (CUDA) to c21. perf24: c24 adds
 change 24 (Triton) to c21. perf25: c23 is HEAD f85a061's build, c25 adds
 changes 25 (CUDA) and 26 (Triton), c27 adds 27 (Triton) to c25, c28 adds 28
-(CUDA) to c27; probe29, perf30 to perf34, probe35 and perf36 to perf40 in their functions. Prints each ratio
+(CUDA) to c27; probe29, perf30 to perf34, probe35 and perf36 to perf41 in their functions. Prints each ratio
 and rule, then "kept: changes ..." on its last line."""
 import json
 import os
@@ -253,6 +253,38 @@ def triton_tiles(change, small_max):
     print("kept: changes", change if kept else "none")
 
 
+def perf41():
+    """Change 41 (c41 against c40, the CUDA kernel); 42 (c42 against c41, the
+    CUDA kernel), or 41 and 42 together against c40 if 41 is not kept; 43 (c42
+    against c41, the Triton kernel), with c41 against c40 as its control."""
+    control("c40", ("c41",))
+
+    def limits(bf16_128):
+        def limit(prefix, size):
+            if prefix == "big-bf16" and size == 128 * MIB:
+                return bf16_128
+            return 1.01 if prefix.startswith("small") else 1.0
+        return limit
+
+    kept = []
+    if judge("41", "c41", "c40", limits(0.97)):
+        kept.append("41")
+        if judge("42", "c42", "c41", limits(0.98)):
+            kept.append("42")
+    elif judge("41+42", "c42", "c40", limits(0.97)):
+        kept += ["41", "42"]
+    control("c41", ("c42",), series="fused-nccl")
+
+    def triton(prefix, size):
+        if prefix == "big-bf16" and size == 128 * MIB:
+            return 0.97
+        return 1.02 if prefix.startswith("small") else 1.0
+
+    if judge("43", "c42", "c41", triton, series="triton-nccl"):
+        kept.append("43")
+    print("kept: changes", " ".join(kept) if kept else "none")
+
+
 def small_gain(change, new, old, most, verdict=True):
     """NEW against OLD (means of two runs): no small size slower, 16 and 128 MiB
     at most 1.01, 0 wrong, and the four ratios at 32 and 256 KiB in both types
@@ -272,7 +304,8 @@ def small_gain(change, new, old, most, verdict=True):
 OWN = {"probe29": probe29, "perf30": perf30, "perf31": perf31, "perf33": perf33, "perf34": perf34,
        "probe35": probe35, "perf36": lambda: small_gain("36", "c36", "c35", 0.99),
        "perf37": lambda: small_gain("37", "c37", "c35", 0.98), "perf38": perf38,
-       "perf39": lambda: triton_tiles("39", 1.03), "perf40": lambda: triton_tiles("40", 1.02)}
+       "perf39": lambda: triton_tiles("39", 1.03), "perf40": lambda: triton_tiles("40", 1.02),
+       "perf41": perf41}
 if PART in OWN:  # plans of their own, with means over runs
     OWN[PART]()
     sys.exit(0)

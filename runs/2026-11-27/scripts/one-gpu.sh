@@ -151,6 +151,13 @@
 #   PART=perf40 carry .carry/c40.txz: $G/c35 (HEAD's build) and $G/c40 (change 40,
 #               the Triton kernel's tiles of 32 tokens where every program has two),
 #               as perf39
+#   PART=perf41 carry .carry/c41.txz: $G/c40 (HEAD 9aebf2f's build), $G/c41 (change
+#               41, the CUDA compute phase's steps with no test per j and its stores
+#               a row at a time) and $G/c42 (c41 with change 42, the CUDA kernel's
+#               activations copied a chunk ahead, and change 43, the Triton kernel's
+#               64-token tiles), as perf31; the stress mode at 2 ranks on c42, both
+#               kernels (both types, 8 B to 1 MiB and 2 to 32 MiB, k = 40 and 100);
+#               the nvcc route's cubins of the three
 #   PART=final  after the last change to GPU code (carry .carry/threads.txz;
 #               STAND=1 adds stand: the fused and unfused contenders side by side):
 #               the thread suite at GPU_TEST_RANKS=2; the stress mode at 2
@@ -166,6 +173,10 @@
 #               size than 128M): speed
 #               of light, memory, warp state, and the warps' stall samples
 #               per SASS instruction (the source page as CSV, gzipped)
+#   PART=ncu5   carry .carry/threads.txz and .carry/c41.txz: ncu (caches flushed) on
+#               the fused CUDA kernel at 256 KiB, one rank, float32, of HEAD 9aebf2f's
+#               build ($G/c40) and the committed one ($G/threads), and at 128 MiB in
+#               bfloat16 of the committed one: as ncu4
 #   PART=ncu3   carry .carry/threads.txz: ncu on tp_compute (the compute
 #               phase alone, from the unfused05 contender) and tp_tail_fused at
 #               128 MiB, one rank: throughput, memory, stall reasons, scheduler
@@ -250,7 +261,7 @@ build_variants() {
   done
 }
 
-case ${PART:?PART=stage|exp1|exp2|perf|perf7|perf8|perf9|perf10|perf11|perf12|perf13|perf14|perf15|perf16|perf17|perf18|perf21|perf24|perf25|probe29|perf30|perf31|perf33|perf34|probe35|perf36|perf37|perf38|perf39|perf40|final|stand|sweeps|ncu4|ncu3|verify|programs|mps|last|ncu2|ncu1} in
+case ${PART:?PART=stage|exp1|exp2|perf|perf7|perf8|perf9|perf10|perf11|perf12|perf13|perf14|perf15|perf16|perf17|perf18|perf21|perf24|perf25|probe29|perf30|perf31|perf33|perf34|probe35|perf36|perf37|perf38|perf39|perf40|perf41|final|stand|sweeps|ncu4|ncu5|ncu3|verify|programs|mps|last|ncu2|ncu1} in
 stage)
   mkdir -p $J /tmp/jit
   if [ -f .nccl/nccl-2.32.3.tar.xz ]; then
@@ -778,15 +789,15 @@ probe29)
     run 06-stress-$d-n2 60 "${R2[@]}" $G/c29/06_symm_bench --build nvcc --contenders fused,triton --dtype $d --stress 500 -b 8 -e 1M -f 8
   done
   ;;
-perf30|perf31|perf33|perf34|probe35|perf36|perf37|perf38|perf39|perf40)
-  for c in c30 c31 c33 c34 c35 c36 c37 c38 c39 c40; do
+perf30|perf31|perf33|perf34|probe35|perf36|perf37|perf38|perf39|perf40|perf41)
+  for c in c30 c31 c33 c34 c35 c36 c37 c38 c39 c40 c41; do
     [ -f .carry/$c.txz ] && { mkdir -p $G && tar -xJf .carry/$c.txz -C $G --strip-components=1; }
   done
   V="c30 c31 c32 c32n"; [ $PART = perf30 ] && V="c29 c30"; [ $PART = perf33 ] && V="c31 c33 c33s"
   [ $PART = perf34 ] && V="c31 c34 c34p"; [ $PART = probe35 ] && V="c31 c35 c35f c35b"
   [ $PART = perf36 ] && V="c35 c36"; [ $PART = perf37 ] && V="c35 c37"
   [ $PART = perf38 ] && V="c35 c38 c38p"; [ $PART = perf39 ] && V="c35 c39"
-  [ $PART = perf40 ] && V="c35 c40"
+  [ $PART = perf40 ] && V="c35 c40"; [ $PART = perf41 ] && V="c40 c41 c42"
   dtypes() { case $1 in c35f) echo f32;; c35b) echo bf16;; *) echo f32 bf16;; esac; }
   R=("${E32[@]}" NTHREADS=1)
   for v in $V; do build_variants $v $(dtypes $v); done
@@ -820,11 +831,12 @@ perf30|perf31|perf33|perf34|probe35|perf36|perf37|perf38|perf39|perf40)
     run 06-stress-bf16-k40-n2 90 "${R2[@]}" $G/c30/06_symm_bench --build nvcc --contenders triton --dtype bf16 --k 40 --stress 20 -b 16M -e 32M -f 2
     exit 0
   fi
-  [ $PART = perf36 -o $PART = perf37 -o $PART = perf38 ] && for v in $V; do
+  [ $PART = perf36 -o $PART = perf37 -o $PART = perf38 -o $PART = perf41 ] && for v in $V; do
     find /tmp/cache-$v -name '*.cubin' | while read -r f; do cp "$f" $L/$v-$(basename "$f"); done
   done
   if [ $PART != perf31 ]; then
     K=fused; [ $PART = perf39 -o $PART = perf40 ] && K=triton  # the kernel the change touched
+    [ $PART = perf41 ] && { K=fused,triton; V=c42; }
     for v in ${V#c3[15] }; do
       R2=("${E32[@]}" NTHREADS=2 "${SHARE[@]}" XDG_CACHE_HOME=/tmp/cache-$v)
       for d in f32 bf16; do
@@ -886,6 +898,23 @@ ncu4)
   for k in triton fused; do
     o=$k-$Z; [ ${NCU_DTYPE:-f32} = f32 ] || o=$k-$Z-$NCU_DTYPE
     run ncu-$o 150 "${R[@]}" "${N[@]}" -k regex:tp_tail_$k -o $L/$o ${NCU_BIN:-$G/threads/bin/06_symm_bench} "${A[@]}" --contenders $k
+    [ -f $L/$o.ncu-rep ] || continue
+    ncu -i $L/$o.ncu-rep > $L/$o-details.txt 2>&1
+    ncu -i $L/$o.ncu-rep --page source --csv --print-source sass 2>&1 | gzip > $L/$o-sass.csv.gz
+    rm -f $L/$o.ncu-rep
+  done
+  ;;
+ncu5)
+  [ -f .carry/threads.txz ] && { mkdir -p $G && tar -xJf .carry/threads.txz -C $G; }
+  [ -f .carry/c41.txz ] && { mkdir -p $G && tar -xJf .carry/c41.txz -C $G --strip-components=1; }
+  N=(ncu --cache-control all --clock-control none --launch-skip 5 --launch-count 1
+     --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats
+     --section SchedulerStats --section SourceCounters)
+  for o in fused-256K-c40 fused-256K-threads fused-128M-bf16-threads; do
+    v=${o##*-}; b=$G/$v/06_symm_bench; [ $v = threads ] && b=$G/threads/bin/06_symm_bench
+    A=(--build nvcc -b 256K -e 256K -n 5 -w 2 --trials 1 --contenders fused)
+    [ $o = fused-128M-bf16-threads ] && A=(--build nvcc -b 128M -e 128M -n 5 -w 2 --trials 1 --contenders fused --dtype bf16)
+    run ncu-$o 150 "${E32[@]}" NTHREADS=1 XDG_CACHE_HOME=/tmp/cache-ncu-$v "${N[@]}" -k regex:tp_tail_fused -o $L/$o $b "${A[@]}"
     [ -f $L/$o.ncu-rep ] || continue
     ncu -i $L/$o.ncu-rep > $L/$o-details.txt 2>&1
     ncu -i $L/$o.ncu-rep --page source --csv --print-source sass 2>&1 | gzip > $L/$o-sass.csv.gz
