@@ -14,8 +14,10 @@
 //!     library's bitcode), one cooperative launch; NCCL 2.32.3 and a
 //!     Python with Triton 3.6+ (not in the default list);
 //!   * `unfused05`: `tp_compute`, lesson 05b's fast AllReduce (one-shot or
-//!     two-shot by size, as `05b_lsa_fast`), `tp_residual_rmsnorm`: three
-//!     launches (float32 only: lesson 05b's kernels sum floats);
+//!     two-shot by size, as `05b_lsa_fast`; on the jit route two-shot at
+//!     every size, as its kernels have no one-shot there: a note says which),
+//!     `tp_residual_rmsnorm`: three launches (float32 only: lesson 05b's
+//!     kernels sum floats);
 //!   * `unfused-nccl`: `tp_compute`, `ncclAllReduce` on the windows,
 //!     `tp_residual_rmsnorm`, as a user does today;
 //!   * `unfused05-graph`, `unfused-nccl-graph`: the same three launches
@@ -751,6 +753,15 @@ fn bench(ctx: &RankContext, args: &Args) -> Result<()> {
             // `blocks` is already this rank's share of the GPU; the one-shot's
             // grids stay within its share too.
             let options = fast_kernels.options(ctx, blocks, multiprocessors)?;
+            let uses_05b = args.contenders.iter().any(|c| {
+                matches!(
+                    c,
+                    Contender::Unfused05 | Contender::Unfused05Graph | Contender::Fast05
+                )
+            });
+            if ctx.is_root() && uses_05b {
+                eprintln!("{}", fast05_note(&options, built05.route));
+            }
             ctx.all_ok(fast::check_ranks(size).map_err(Into::into))?;
             // One device communicator for both modules: lesson 05b's
             // requirements (one barrier per block, the LL staging buffer)
@@ -1439,6 +1450,26 @@ fn floor_caveats(ranks: usize, per_gpu: usize) -> String {
     caveats
 }
 
+/// Which of lesson 05b's kernels `unfused05` and `fast05` run, by size, for
+/// `options` built on `route` (`nvcc` or `jit`): the jit route's kernels have
+/// no one-shot, so there they take the two-shot at every size, and a small
+/// layer's unfused path is slower than on the nvcc route (call 297: 12.5
+/// against 8.2 us at 8 B, one rank; PERF_NOTES.md, probe 44).
+fn fast05_note(options: &FastOptions, route: &str) -> String {
+    if options.oneshot_max_bytes == 0 {
+        format!(
+            "note: lesson 05b's AllReduce (unfused05, fast05): two-shot at every size ({route} route{}), on up to {} blocks",
+            if route == "jit" { ", which has no one-shot: --build nvcc for it" } else { "" },
+            options.twoshot_max_blocks
+        )
+    } else {
+        format!(
+            "note: lesson 05b's AllReduce (unfused05, fast05): one-shot up to {} bytes, two-shot above on up to {} blocks ({route} route)",
+            options.oneshot_max_bytes, options.twoshot_max_blocks
+        )
+    }
+}
+
 /// One contender's time at one size against the layer's floor: its bytes
 /// ([`FLOOR_PASSES`] passes over `row.bytes`) at `rate` bytes per second.
 fn floor_note(name: &str, row: &Row, rate: f64) -> String {
@@ -1672,6 +1703,20 @@ mod tests {
 
     fn args(line: &[&str]) -> Args {
         Cli::parse_from(std::iter::once("06_symm_bench").chain(line.iter().copied())).args
+    }
+
+    #[test]
+    fn the_fast05_note_says_when_the_jit_route_has_no_one_shot() {
+        let jit = fast05_note(&FastOptions::two_shot_only(64), "jit");
+        assert!(
+            jit.contains("two-shot at every size (jit route, which has no one-shot: --build nvcc"),
+            "{jit}"
+        );
+        let nvcc = fast05_note(&FastOptions::new(2, 64), "nvcc");
+        assert!(
+            nvcc.contains("one-shot up to ") && nvcc.ends_with("(nvcc route)"),
+            "{nvcc}"
+        );
     }
 
     /// What the timing loops return for `contenders`: one row each.

@@ -177,6 +177,11 @@
 #               the fused CUDA kernel at 256 KiB, one rank, float32, of HEAD 9aebf2f's
 #               build ($G/c40) and the committed one ($G/threads), and at 128 MiB in
 #               bfloat16 of the committed one: as ncu4
+#   PART=probe44 carry .carry/threads.txz: why unfused05-graph took 12.4 µs at 8 B
+#               in call 291's default sweep and 8.2 in its side-by-side run (one
+#               rank, the nvcc route): the same binary, 8 B to 256 KiB (and to 512
+#               MiB), with unfused05-graph alone, with the default contender list,
+#               and with the side-by-side list, each twice in turn
 #   PART=ncu3   carry .carry/threads.txz: ncu on tp_compute (the compute
 #               phase alone, from the unfused05 contender) and tp_tail_fused at
 #               128 MiB, one rank: throughput, memory, stall reasons, scheduler
@@ -261,7 +266,7 @@ build_variants() {
   done
 }
 
-case ${PART:?PART=stage|exp1|exp2|perf|perf7|perf8|perf9|perf10|perf11|perf12|perf13|perf14|perf15|perf16|perf17|perf18|perf21|perf24|perf25|probe29|perf30|perf31|perf33|perf34|probe35|perf36|perf37|perf38|perf39|perf40|perf41|final|stand|sweeps|ncu4|ncu5|ncu3|verify|programs|mps|last|ncu2|ncu1} in
+case ${PART:?PART=stage|exp1|exp2|perf|perf7|perf8|perf9|perf10|perf11|perf12|perf13|perf14|perf15|perf16|perf17|perf18|perf21|perf24|perf25|probe29|perf30|perf31|perf33|perf34|probe35|perf36|perf37|perf38|perf39|perf40|perf41|probe44|final|stand|sweeps|ncu4|ncu5|ncu3|verify|programs|mps|last|ncu2|ncu1} in
 stage)
   mkdir -p $J /tmp/jit
   if [ -f .nccl/nccl-2.32.3.tar.xz ]; then
@@ -902,6 +907,21 @@ ncu4)
     ncu -i $L/$o.ncu-rep > $L/$o-details.txt 2>&1
     ncu -i $L/$o.ncu-rep --page source --csv --print-source sass 2>&1 | gzip > $L/$o-sass.csv.gz
     rm -f $L/$o.ncu-rep
+  done
+  ;;
+probe44)
+  [ -f .carry/threads.txz ] && { mkdir -p $G && tar -xJf .carry/threads.txz -C $G; }
+  R=("${E32[@]}" NTHREADS=1)
+  DEF=fused,unfused05,unfused05-graph,unfused-nccl,unfused-nccl-graph,symm-layer,symm,fast05,nccl
+  STD=fused,triton,unfused-nccl-graph,unfused05-graph
+  T=(--build nvcc -n 20 -w 5 --trials 3)
+  run build-probe 200 "${R[@]}" $G/threads/bin/06_symm_bench --build nvcc -b 8 -e 8 -n 1 -w 0 --trials 1 --contenders fused,triton,unfused05-graph
+  for i in 1 2; do
+    run alone-$i 60 "${R[@]}" $G/threads/bin/06_symm_bench "${T[@]}" -b 8 -e 256K -f 8 --contenders unfused05-graph --json $L/alone-$i.json
+    run alone-512M-$i 60 "${R[@]}" $G/threads/bin/06_symm_bench "${T[@]}" -b 8 -e 512M -f 64 --contenders unfused05-graph --json $L/alone-512M-$i.json
+    run default-list-$i 60 "${R[@]}" $G/threads/bin/06_symm_bench "${T[@]}" -b 8 -e 256K -f 8 --contenders $DEF --json $L/default-list-$i.json
+    run stand-list-$i 60 "${R[@]}" $G/threads/bin/06_symm_bench "${T[@]}" -b 8 -e 256K -f 8 --contenders $STD --json $L/stand-list-$i.json
+    run pair-$i 60 "${R[@]}" $G/threads/bin/06_symm_bench "${T[@]}" -b 8 -e 256K -f 8 --contenders unfused05,unfused05-graph --json $L/pair-$i.json
   done
   ;;
 ncu5)
