@@ -51,7 +51,7 @@ static_assert(TP_K_STEP <= TP_K_CHUNK && TP_K_HELD <= TP_K_CHUNK, "held weights:
 // for it: from sm_80 on, an asynchronous copy (cp.async; where !load it reads 0 bytes and
 // writes 4 zeros). The thread's copies are done once tp_staged returns; before sm_80, a
 // load and a store. The compute phase copies the next chunk's activations this way while
-// chunk's fmas run (PERF_NOTES.md, change 42).
+// this chunk's fmas run (PERF_NOTES.md, change 42).
 __device__ __forceinline__ void tp_stage(float* dst, const float* src, bool load) {
 #if __CUDA_ARCH__ >= 800
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(

@@ -1453,8 +1453,8 @@ fn floor_caveats(ranks: usize, per_gpu: usize) -> String {
 /// Which of lesson 05b's kernels `unfused05` and `fast05` run, by size, for
 /// `options` built on `route` (`nvcc` or `jit`): the jit route's kernels have
 /// no one-shot, so there they take the two-shot at every size, and a small
-/// layer's unfused path is slower than on the nvcc route (call 297: 12.5
-/// against 8.2 us at 8 B, one rank; PERF_NOTES.md, probe 44).
+/// layer's unfused path is slower than on the nvcc route (calls 297 and
+/// 296: 12.5 against 8.2 us at 8 B, one rank; PERF_NOTES.md, probe 44).
 fn fast05_note(options: &FastOptions, route: &str) -> String {
     if options.oneshot_max_bytes == 0 {
         format!(

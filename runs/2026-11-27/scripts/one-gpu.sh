@@ -156,7 +156,7 @@
 #               a row at a time) and $G/c42 (c41 with change 42, the CUDA kernel's
 #               activations copied a chunk ahead, and change 43, the Triton kernel's
 #               64-token tiles), as perf31; the stress mode at 2 ranks on c42, both
-#               kernels (both types, 8 B to 1 MiB and 2 to 32 MiB, k = 40 and 100);
+#               kernels (both types, 8 B to 256 KiB and 2 to 32 MiB, k = 40 and 100);
 #               the nvcc route's cubins of the three
 #   PART=final  after the last change to GPU code (carry .carry/threads.txz;
 #               STAND=1 adds stand: the fused and unfused contenders side by side):
