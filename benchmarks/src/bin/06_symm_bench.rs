@@ -293,6 +293,13 @@ impl Contender {
     fn uses_triton(self) -> bool {
         matches!(self, Contender::Triton | Contender::TritonGraph)
     }
+    /// Whether this contender runs lesson 05b's AllReduce kernels.
+    fn uses_05b(self) -> bool {
+        matches!(
+            self,
+            Contender::Unfused05 | Contender::Unfused05Graph | Contender::Fast05
+        )
+    }
 }
 
 #[derive(clap::Args, Debug)]
@@ -753,13 +760,7 @@ fn bench(ctx: &RankContext, args: &Args) -> Result<()> {
             // `blocks` is already this rank's share of the GPU; the one-shot's
             // grids stay within its share too.
             let options = fast_kernels.options(ctx, blocks, multiprocessors)?;
-            let uses_05b = args.contenders.iter().any(|c| {
-                matches!(
-                    c,
-                    Contender::Unfused05 | Contender::Unfused05Graph | Contender::Fast05
-                )
-            });
-            if ctx.is_root() && uses_05b {
+            if ctx.is_root() && args.contenders.iter().any(|c| c.uses_05b()) {
                 eprintln!("{}", fast05_note(&options, built05.route));
             }
             ctx.all_ok(fast::check_ranks(size).map_err(Into::into))?;
