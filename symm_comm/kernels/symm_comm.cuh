@@ -30,8 +30,9 @@
 //   one-shot's flags); on SYMM_OK the whole result is visible to every thread
 //   of the calling kernel, no fence needed. On an error: no access, no barrier.
 // * Cost: one rank: one grid barrier. NCCL with signal_window and <=
-//   SYMM_ONE_SHOT_MAX_BYTES: the one-shot (below): two grid barriers, no peer
-//   round. Otherwise the two-shot: two grid barriers, each around a peer round.
+//   SYMM_ONE_SHOT_MAX_BYTES: the one-shot (below): two grid barriers of one
+//   hop, no peer round. Otherwise the two-shot: two grid barriers, each around
+//   a peer round.
 // ---- Return codes (all uniform across the grid: every thread gets the same) ---
 #define SYMM_OK 0
 #define SYMM_ERR_NULL_CONTEXT (-1)     // ctx is NULL
@@ -217,8 +218,9 @@ __device__ __forceinline__ void symm_grid_barrier(unsigned int* words, Cross cro
   __syncthreads();
 }
 
-// One rank's barrier: every block waits for the flip itself (no peer round, one
-// hop less). words[1] untouched: only for world_size 1, where every call is this.
+// A barrier with nothing inside: every block waits for the flip itself (one hop
+// less). words[1] untouched: every call at world_size 1 takes one, and the
+// one-shot two, so that symm_grid_barrier's words[1] keeps up (README.md).
 __device__ __forceinline__ void symm_grid_sync(unsigned int* words) {
   __syncthreads();
   if (threadIdx.x == 0) {
@@ -419,8 +421,9 @@ __device__ __forceinline__ void symm_reduce(int dtype, char* const (&peers)[SYMM
 // `staging[p]`: this thread's address of rank p's staging; `mine`: the region.
 // Each 8-byte line goes as {data, flag, data, flag} (one 16-byte store, NCCL's
 // LL protocol) into this rank's slot of every peer's staging; then per line:
-// wait for every peer's flags to be this call's epoch (advanced by block 0 in
-// the first grid barrier, never 0), sum in rank order, store in place. No round
+// wait for every peer's flags to be this call's epoch (the last call's, which
+// block 0 records after the second grid barrier, advanced; never 0), sum in
+// rank order, store in place. No round
 // with the peers: the halves alternate by the epoch's parity (README.md, "How
 // the call works", has why that is enough).
 
@@ -557,19 +560,18 @@ __device__ __forceinline__ int symm_nccl_all_reduce(const NcclSymmContext* ctx, 
   const ncclTeam lsa = symm_lsa_team(comm);
 
   if (ctx->signal_window != nullptr && num_elements * element <= SYMM_ONE_SHOT_MAX_BYTES) {
-    // The one-shot: block 0 advances the epoch in a grid barrier with no peer
-    // round (every block's writes before the call precede any line's read).
+    // The one-shot: two grid barriers with no peer round, so each block waits
+    // for the count's flip itself (symm_grid_sync, one hop less). The first
+    // makes every block's writes before the call visible to any line's read.
     char* staging[SYMM_MAX_RANKS];
 #pragma unroll
     for (int p = 0; p < SYMM_MAX_RANKS; p++) {
       staging[p] = symm_nccl_peer(ctx->signal_window, lsa, p < nRanks ? p : 0);
     }
-    unsigned int* epoch_word = (unsigned int*)staging[rank];
-    symm_grid_barrier(ctx->grid_sync, [&] {
-      if (threadIdx.x == 0) symm_st_release(epoch_word, symm_next_epoch(symm_ld_acquire(epoch_word)));
-    });
+    unsigned int* epoch_word = (unsigned int*)staging[rank];  // the last call's epoch
+    symm_grid_sync(ctx->grid_sync);
     __shared__ unsigned int symm_epoch;  // read once per block
-    if (threadIdx.x == 0) symm_epoch = symm_ld_acquire(epoch_word);
+    if (threadIdx.x == 0) symm_epoch = symm_next_epoch(*(volatile unsigned int*)epoch_word);
     __syncthreads();
     const unsigned int epoch = symm_epoch;
     char* mine = local_ptr + byte_offset;
@@ -578,8 +580,13 @@ __device__ __forceinline__ int symm_nccl_all_reduce(const NcclSymmContext* ctx, 
     } else {
       symm_one_shot<SYMM_DTYPE_BFLOAT16>(staging, mine, rank, nRanks, num_elements, epoch);
     }
-    // Every block's sums, visible to every block of the calling kernel.
-    symm_grid_barrier(ctx->grid_sync, [] {});
+    // Every block's sums, visible to every block of the calling kernel. Every
+    // block has read the epoch by now: block 0 records this call's, which its
+    // arrival at the next grid barrier releases to the blocks that read it
+    // after that barrier. Two flips of the count's top bit per call leave
+    // words[1] what the two-shot's symm_grid_barrier expects (README.md).
+    symm_grid_sync(ctx->grid_sync);
+    if (blockIdx.x == 0 && threadIdx.x == 0) *(volatile unsigned int*)epoch_word = epoch;
     return SYMM_OK;
   }
 
