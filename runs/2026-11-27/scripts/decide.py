@@ -5,7 +5,7 @@ c20 adds change 20 (CUDA) to c18. perf21: c21 adds changes 21 (CUDA) and
 23 (Triton) to c17, c22 adds change 22 (CUDA) to c21. perf24: c24 adds
 change 24 (Triton) to c21. perf25: c23 is HEAD f85a061's build, c25 adds
 changes 25 (CUDA) and 26 (Triton), c27 adds 27 (Triton) to c25, c28 adds 28
-(CUDA) to c27; probe29, perf30 to perf34, probe35 and perf36 to perf41 in their functions. Prints each ratio
+(CUDA) to c27; probe29, perf30 to perf34, probe35, perf36 to perf41, perf45 and confirm45 in their functions. Prints each ratio
 and rule, then "kept: changes ..." on its last line."""
 import json
 import os
@@ -301,11 +301,59 @@ def small_gain(change, new, old, most, verdict=True):
     return ok and r <= most
 
 
+def perf45():
+    """Change 45 (c45 against p45, HEAD with probe 45's prints): at 2 ranks, in
+    both pairs of runs, the mean over 8 B to 256 KiB at least 0.3 us less for
+    fused CUDA and for Triton; at 1 rank no size above 1.02 of p45 (means of
+    two runs), every series; 0 wrong in every timed run and in the stress logs."""
+    ok = True
+    for series in ("fused-nccl", "triton-nccl"):
+        for i in (1, 2):
+            t0, t1 = times(f"n2-f32-p45-{i}", series), times(f"n2-f32-c45-{i}", series)
+            d = sum(t1[b] - t0[b] for b in t0) / len(t0)
+            good = d <= -0.3
+            ok = ok and good
+            print(f"change 45, {series}, 2 ranks, run {i}: mean difference {d:+.2f} us (at most -0.3)"
+                  f"{'' if good else ' FAILS'}")
+    for series in ("fused-nccl", "triton-nccl", "symm-layer-nccl", "unfused-nccl-graph-nccl"):
+        t0 = [times(f"n1-f32-p45-{i}", series) for i in (1, 2)]
+        t1 = [times(f"n1-f32-c45-{i}", series) for i in (1, 2)]
+        r = max((t1[0][b] + t1[1][b]) / (t0[0][b] + t0[1][b]) for b in t0[0])
+        good = r <= 1.02
+        ok = ok and good
+        print(f"change 45, {series}, 1 rank, largest ratio: {r:.3f} (at most 1.02){'' if good else ' FAILS'}")
+    w = wrong("c45") + wrong("p45")
+    stress = [f for f in os.listdir(L) if f.startswith("stress-") and f.endswith(".log")]
+    bad = [f for f in stress if "# wrong elements in all: 0" not in open(f"{L}/{f}").read()]
+    print(f"wrong elements in timed runs: {w}; stress logs: {len(stress)}, not 0 wrong: {bad}")
+    ok = ok and w == 0 and not bad and len(stress) > 0
+    print("kept: changes", "45" if ok else "none")
+
+
+def confirm45():
+    """Change 45's guard again (call 310 failed it at symm-layer, 1 rank): c45
+    against p45 at 1 rank, three runs each in turn; kept if for every series
+    and size c45's sum over its runs is at most 1.02 of p45's."""
+    ok = True
+    for series in ("fused-nccl", "triton-nccl", "symm-layer-nccl", "unfused-nccl-graph-nccl"):
+        t0 = [times(f"n1-p45-{i}", series) for i in (1, 2, 3)]
+        t1 = [times(f"n1-c45-{i}", series) for i in (1, 2, 3)]
+        r = {b: sum(t[b] for t in t1) / sum(t[b] for t in t0) for b in t0[0]}
+        worst = max(r, key=r.get)
+        good = r[worst] <= 1.02
+        ok = ok and good
+        print(f"change 45, {series}, 1 rank, three runs: largest ratio {r[worst]:.3f} at {worst} B"
+              f" (at most 1.02){'' if good else ' FAILS'}")
+    w = wrong("c45") + wrong("p45")
+    print(f"wrong elements: {w}")
+    print("kept: changes", "45" if ok and w == 0 else "none")
+
+
 OWN = {"probe29": probe29, "perf30": perf30, "perf31": perf31, "perf33": perf33, "perf34": perf34,
        "probe35": probe35, "perf36": lambda: small_gain("36", "c36", "c35", 0.99),
        "perf37": lambda: small_gain("37", "c37", "c35", 0.98), "perf38": perf38,
        "perf39": lambda: triton_tiles("39", 1.03), "perf40": lambda: triton_tiles("40", 1.02),
-       "perf41": perf41}
+       "perf41": perf41, "perf45": perf45, "confirm45": confirm45}
 if PART in OWN:  # plans of their own, with means over runs
     OWN[PART]()
     sys.exit(0)

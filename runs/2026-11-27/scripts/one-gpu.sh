@@ -182,6 +182,25 @@
 #               rank, the nvcc route): the same binary, 8 B to 256 KiB (and to 512
 #               MiB), with unfused05-graph alone, with the default contender list,
 #               and with the side-by-side list, each twice in turn
+#   PART=probe45 carry .carry/p45.txz (06_symm_bench with patches/probe-45.patch,
+#               in $G/p45): what one operation costs the host and the GPU at 1, 2
+#               and 4 ranks on one GPU: each contender's host enqueue time per
+#               operation beside its event time, with the stream free and with it
+#               held by a 1 GiB memset while the host enqueues each round
+#               (BENCH_HOLD_BYTES), 8 B to 256 KiB, float32, twice each in turn
+#   PART=perf45 carry .carry/c45.txz (06_symm_bench of HEAD with probe 45's prints
+#               in $G/p45, of change 45 with them and SYMM_EXPERIMENT bits in $G/c45):
+#               the two in turn at 2 ranks (twice) and 1 rank (twice), float32, 8 B
+#               to 256 KiB; 2 ranks in bfloat16 and 4 ranks once; c45 with bits 2, 8
+#               and 10 at 2 ranks; c45's stress mode at 2 and 4 ranks; decide.py
+#   PART=confirm45 carry .carry/c45.txz: p45 and c45 in turn at 1 rank, three
+#               times each, float32, 8 B to 256 KiB; decide.py confirm45
+#   PART=probe46 carry .carry/threads.txz: the committed build's 06_symm_bench
+#               at 1 and 2 ranks, float32, 8 B to 256 KiB, on the default grid
+#               and with --blocks 8, 16 and 32, twice each in turn
+#   PART=probe47 carry .carry/threads.txz: as probe46 at 2 ranks only, with the
+#               default grid (66) and --blocks 65, 64, 48 and 32, twice each in
+#               turn; and 16 and 128 MiB at 2 ranks on 66, 64 and 32 blocks
 #   PART=ncu3   carry .carry/threads.txz: ncu on tp_compute (the compute
 #               phase alone, from the unfused05 contender) and tp_tail_fused at
 #               128 MiB, one rank: throughput, memory, stall reasons, scheduler
@@ -249,6 +268,10 @@ stand() {
     run stand-small-$d 60 "${R[@]}" $B/06_symm_bench "${SMALL[@]}" --json $L/stand-small-$d.json
     run stand-big-$d 60 "${R[@]}" $B/06_symm_bench "${BIG[@]}" --json $L/stand-big-$d.json
     [ $d = f32 ] && run stand-small-f32-n2 60 "${E32[@]}" NTHREADS=2 "${SHARE[@]}" $B/06_symm_bench "${SMALL[@]}" --json $L/stand-small-f32-n2.json
+    # From call 313 on: a second run at 2 ranks, bfloat16 at 2 ranks, 4 ranks.
+    [ $d = f32 ] && run stand-small-f32-n2-2 60 "${E32[@]}" NTHREADS=2 "${SHARE[@]}" $B/06_symm_bench "${SMALL[@]}" --json $L/stand-small-f32-n2-2.json
+    [ $d = bf16 ] && run stand-small-bf16-n2 60 "${E32[@]}" NTHREADS=2 "${SHARE[@]}" $B/06_symm_bench "${SMALL[@]}" --json $L/stand-small-bf16-n2.json
+    [ $d = f32 ] && run stand-small-f32-n4 90 "${E32[@]}" NTHREADS=4 "${SHARE[@]}" $B/06_symm_bench "${SMALL[@]}" --json $L/stand-small-f32-n4.json
   done
 }
 
@@ -266,7 +289,7 @@ build_variants() {
   done
 }
 
-case ${PART:?PART=stage|exp1|exp2|perf|perf7|perf8|perf9|perf10|perf11|perf12|perf13|perf14|perf15|perf16|perf17|perf18|perf21|perf24|perf25|probe29|perf30|perf31|perf33|perf34|probe35|perf36|perf37|perf38|perf39|perf40|perf41|probe44|final|stand|sweeps|ncu4|ncu5|ncu3|verify|programs|mps|last|ncu2|ncu1} in
+case ${PART:?PART=stage|exp1|exp2|perf|perf7|perf8|perf9|perf10|perf11|perf12|perf13|perf14|perf15|perf16|perf17|perf18|perf21|perf24|perf25|probe29|perf30|perf31|perf33|perf34|probe35|perf36|perf37|perf38|perf39|perf40|perf41|probe44|probe45|perf45|confirm45|probe46|probe47|final|stand|sweeps|ncu4|ncu5|ncu3|verify|programs|mps|last|ncu2|ncu1} in
 stage)
   mkdir -p $J /tmp/jit
   if [ -f .nccl/nccl-2.32.3.tar.xz ]; then
@@ -922,6 +945,101 @@ probe44)
     run default-list-$i 60 "${R[@]}" $G/threads/bin/06_symm_bench "${T[@]}" -b 8 -e 256K -f 8 --contenders $DEF --json $L/default-list-$i.json
     run stand-list-$i 60 "${R[@]}" $G/threads/bin/06_symm_bench "${T[@]}" -b 8 -e 256K -f 8 --contenders $STD --json $L/stand-list-$i.json
     run pair-$i 60 "${R[@]}" $G/threads/bin/06_symm_bench "${T[@]}" -b 8 -e 256K -f 8 --contenders unfused05,unfused05-graph --json $L/pair-$i.json
+  done
+  ;;
+probe45)
+  [ -f .carry/p45.txz ] && { mkdir -p $G && tar -xJf .carry/p45.txz -C $G --strip-components=1; }
+  P=$G/p45/06_symm_bench
+  C=fused,fused-graph,triton,symm-layer,unfused-nccl,unfused-nccl-graph,unfused05-graph
+  T=(--build nvcc -b 8 -e 256K -f 8 -n 20 -w 5 --trials 3 --contenders $C)
+  HOLD=(BENCH_HOLD_BYTES=1073741824)
+  run build-probe 200 "${E32[@]}" NTHREADS=1 $P --build nvcc -b 8 -e 8 -n 1 -w 0 --trials 1 --contenders fused,triton,unfused05-graph
+  for i in 1 2; do
+    for n in 1 2; do
+      run n$n-free-$i 60 "${E32[@]}" NTHREADS=$n "${SHARE[@]}" $P "${T[@]}" --json $L/n$n-free-$i.json
+      run n$n-held-$i 60 "${E32[@]}" NTHREADS=$n "${SHARE[@]}" "${HOLD[@]}" $P "${T[@]}" --json $L/n$n-held-$i.json
+    done
+  done
+  run n4-free 90 "${E32[@]}" NTHREADS=4 "${SHARE[@]}" $P "${T[@]}" --json $L/n4-free.json
+  run n4-held 90 "${E32[@]}" NTHREADS=4 "${SHARE[@]}" "${HOLD[@]}" $P "${T[@]}" --json $L/n4-held.json
+  ;;
+perf45)
+  [ -f .carry/c45.txz ] && { mkdir -p $G && tar -xJf .carry/c45.txz -C $G --strip-components=1; }
+  C=fused,triton,symm-layer,unfused-nccl-graph,unfused05-graph
+  T=(--build nvcc -b 8 -e 256K -f 8 -n 20 -w 5 --trials 3)
+  for v in p45 c45; do
+    for d in f32 bf16; do
+      run build-$v-$d 200 "${E32[@]}" NTHREADS=1 $G/$v/06_symm_bench --build nvcc -b 8 -e 8 -n 1 -w 0 --trials 1 --contenders fused,triton --dtype $d
+    done
+  done
+  for x in 2 8 10; do
+    run build-exp$x 200 "${E32[@]}" NTHREADS=1 SYMM_EXPERIMENT=$x $G/c45/06_symm_bench --build nvcc -b 8 -e 8 -n 1 -w 0 --trials 1 --contenders fused
+  done
+  for i in 1 2; do
+    for n in 2 1; do
+      for v in p45 c45; do
+        run n$n-f32-$v-$i 60 "${E32[@]}" NTHREADS=$n "${SHARE[@]}" $G/$v/06_symm_bench "${T[@]}" --contenders $C --json $L/n$n-f32-$v-$i.json
+      done
+    done
+  done
+  for v in p45 c45; do
+    run n2-bf16-$v 60 "${E32[@]}" NTHREADS=2 "${SHARE[@]}" $G/$v/06_symm_bench "${T[@]}" --contenders fused,triton,unfused-nccl-graph --dtype bf16 --json $L/n2-bf16-$v.json
+    run n4-f32-$v 90 "${E32[@]}" NTHREADS=4 "${SHARE[@]}" $G/$v/06_symm_bench "${T[@]}" --contenders $C --json $L/n4-f32-$v.json
+  done
+  for x in 2 8 10; do
+    run n2-exp$x 60 "${E32[@]}" NTHREADS=2 "${SHARE[@]}" SYMM_EXPERIMENT=$x $G/c45/06_symm_bench "${T[@]}" --contenders fused,symm-layer --json $L/n2-exp$x.json
+  done
+  R2=("${E32[@]}" NTHREADS=2 "${SHARE[@]}")
+  for d in f32 bf16; do
+    run stress-$d-c45-n2 60 "${R2[@]}" $G/c45/06_symm_bench --build nvcc --contenders fused,triton --dtype $d --stress 500 -b 8 -e 1M -f 8
+  done
+  run stress-one-region-c45-n2 60 "${R2[@]}" $G/c45/06_symm_bench --build nvcc --contenders fused,triton --stress 500 --one-region -b 8 -e 1M -f 8
+  run stress-f32-c45-n4 90 "${E32[@]}" NTHREADS=4 "${SHARE[@]}" $G/c45/06_symm_bench --build nvcc --contenders fused,triton --stress 200 -b 8 -e 1M -f 8
+  python3 runs/2026-11-27/scripts/decide.py $L perf45 > $L/decision.txt 2>&1; cat $L/decision.txt
+  ;;
+confirm45)
+  [ -f .carry/c45.txz ] && { mkdir -p $G && tar -xJf .carry/c45.txz -C $G --strip-components=1; }
+  T=(--build nvcc -b 8 -e 256K -f 8 -n 20 -w 5 --trials 3 --contenders fused,triton,symm-layer,unfused-nccl-graph)
+  run build-p45 200 "${E32[@]}" NTHREADS=1 $G/p45/06_symm_bench --build nvcc -b 8 -e 8 -n 1 -w 0 --trials 1 --contenders fused,triton
+  run build-c45 200 "${E32[@]}" NTHREADS=1 $G/c45/06_symm_bench --build nvcc -b 8 -e 8 -n 1 -w 0 --trials 1 --contenders fused,triton
+  for i in 1 2 3; do
+    for v in p45 c45; do
+      run n1-$v-$i 60 "${E32[@]}" NTHREADS=1 $G/$v/06_symm_bench "${T[@]}" --json $L/n1-$v-$i.json
+    done
+  done
+  python3 runs/2026-11-27/scripts/decide.py $L confirm45 > $L/decision.txt 2>&1; cat $L/decision.txt
+  ;;
+probe46)
+  [ -f .carry/threads.txz ] && { mkdir -p $G && tar -xJf .carry/threads.txz -C $G; }
+  B=$G/threads/bin
+  C=fused,triton,symm-layer,unfused-nccl-graph,unfused05-graph
+  T=(--build nvcc -b 8 -e 256K -f 8 -n 20 -w 5 --trials 3 --contenders $C)
+  run build-probe 200 "${E32[@]}" NTHREADS=1 $B/06_symm_bench --build nvcc -b 8 -e 8 -n 1 -w 0 --trials 1 --contenders fused,triton,unfused05-graph
+  for i in 1 2; do
+    for n in 2 1; do
+      for g in all 8 16 32; do
+        X=(); [ $g = all ] || X=(--blocks $g)
+        run n$n-g$g-$i 60 "${E32[@]}" NTHREADS=$n "${SHARE[@]}" $B/06_symm_bench "${T[@]}" "${X[@]}" --json $L/n$n-g$g-$i.json
+      done
+    done
+  done
+  ;;
+probe47)
+  [ -f .carry/threads.txz ] && { mkdir -p $G && tar -xJf .carry/threads.txz -C $G; }
+  B=$G/threads/bin
+  C=fused,triton,symm-layer,unfused-nccl-graph,unfused05-graph
+  T=(--build nvcc -b 8 -e 256K -f 8 -n 20 -w 5 --trials 3 --contenders $C)
+  BIG=(--build nvcc -b 16M -e 128M -f 8 -n 8 -w 2 --trials 3 --contenders fused,triton,unfused-nccl-graph)
+  run build-probe 200 "${E32[@]}" NTHREADS=1 $B/06_symm_bench --build nvcc -b 8 -e 8 -n 1 -w 0 --trials 1 --contenders fused,triton,unfused05-graph
+  for i in 1 2; do
+    for g in all 65 64 48 32; do
+      X=(); [ $g = all ] || X=(--blocks $g)
+      run n2-g$g-$i 60 "${E32[@]}" NTHREADS=2 "${SHARE[@]}" $B/06_symm_bench "${T[@]}" "${X[@]}" --json $L/n2-g$g-$i.json
+    done
+  done
+  for g in all 64 32; do
+    X=(); [ $g = all ] || X=(--blocks $g)
+    run n2-big-g$g 90 "${E32[@]}" NTHREADS=2 "${SHARE[@]}" $B/06_symm_bench "${BIG[@]}" "${X[@]}" --json $L/n2-big-g$g.json
   done
   ;;
 ncu5)
