@@ -201,6 +201,11 @@
 #   PART=probe47 carry .carry/threads.txz: as probe46 at 2 ranks only, with the
 #               default grid (66) and --blocks 65, 64, 48 and 32, twice each in
 #               turn; and 16 and 128 MiB at 2 ranks on 66, 64 and 32 blocks
+#   PART=probe48 carry .carry/c48.txz (06_symm_bench of fa22845 with
+#               patches/probe-48.patch in $G/p48, the same with change 45's
+#               symm_comm.cuh and bitcode in $G/c48; each prints its ranks'
+#               grid-barrier addresses): the two in turn, eight times each, at 2
+#               ranks, fused and symm-layer, 8 B, 512 B and 32 KiB
 #   PART=ncu3   carry .carry/threads.txz: ncu on tp_compute (the compute
 #               phase alone, from the unfused05 contender) and tp_tail_fused at
 #               128 MiB, one rank: throughput, memory, stall reasons, scheduler
@@ -289,7 +294,7 @@ build_variants() {
   done
 }
 
-case ${PART:?PART=stage|exp1|exp2|perf|perf7|perf8|perf9|perf10|perf11|perf12|perf13|perf14|perf15|perf16|perf17|perf18|perf21|perf24|perf25|probe29|perf30|perf31|perf33|perf34|probe35|perf36|perf37|perf38|perf39|perf40|perf41|probe44|probe45|perf45|confirm45|probe46|probe47|final|stand|sweeps|ncu4|ncu5|ncu3|verify|programs|mps|last|ncu2|ncu1} in
+case ${PART:?PART=stage|exp1|exp2|perf|perf7|perf8|perf9|perf10|perf11|perf12|perf13|perf14|perf15|perf16|perf17|perf18|perf21|perf24|perf25|probe29|perf30|perf31|perf33|perf34|probe35|perf36|perf37|perf38|perf39|perf40|perf41|probe44|probe45|perf45|confirm45|probe46|probe47|probe48|final|stand|sweeps|ncu4|ncu5|ncu3|verify|programs|mps|last|ncu2|ncu1} in
 stage)
   mkdir -p $J /tmp/jit
   if [ -f .nccl/nccl-2.32.3.tar.xz ]; then
@@ -1040,6 +1045,18 @@ probe47)
   for g in all 64 32; do
     X=(); [ $g = all ] || X=(--blocks $g)
     run n2-big-g$g 90 "${E32[@]}" NTHREADS=2 "${SHARE[@]}" $B/06_symm_bench "${BIG[@]}" "${X[@]}" --json $L/n2-big-g$g.json
+  done
+  ;;
+probe48)
+  [ -f .carry/c48.txz ] && { mkdir -p $G && tar -xJf .carry/c48.txz -C $G --strip-components=1; }
+  T=(--build nvcc -b 8 -e 32K -f 64 -n 20 -w 5 --trials 3 --contenders fused,symm-layer)
+  for v in p48 c48; do
+    run build-$v 200 "${E32[@]}" NTHREADS=1 $G/$v/06_symm_bench --build nvcc -b 8 -e 8 -n 1 -w 0 --trials 1 --contenders fused
+  done
+  for i in 1 2 3 4 5 6 7 8; do
+    for v in p48 c48; do
+      run n2-$v-$i 60 "${E32[@]}" NTHREADS=2 "${SHARE[@]}" $G/$v/06_symm_bench "${T[@]}" --json $L/n2-$v-$i.json
+    done
   done
   ;;
 ncu5)
