@@ -206,6 +206,11 @@
 #               symm_comm.cuh and bitcode in $G/c48; each prints its ranks'
 #               grid-barrier addresses): the two in turn, eight times each, at 2
 #               ranks, fused and symm-layer, 8 B, 512 B and 32 KiB
+#   PART=two-gpus carry .carry/threads.txz, on a machine with 2 GPUs (one rank
+#               each; the staging parts as on one): the thread suite at
+#               GPU_TEST_RANKS=2 and the stress mode at 2 ranks (as final), the
+#               fused and unfused contenders side by side at 2 ranks in float32
+#               (twice) and bfloat16, lesson 06 and 06b at 2 ranks
 #   PART=ncu3   carry .carry/threads.txz: ncu on tp_compute (the compute
 #               phase alone, from the unfused05 contender) and tp_tail_fused at
 #               128 MiB, one rank: throughput, memory, stall reasons, scheduler
@@ -294,7 +299,7 @@ build_variants() {
   done
 }
 
-case ${PART:?PART=stage|exp1|exp2|perf|perf7|perf8|perf9|perf10|perf11|perf12|perf13|perf14|perf15|perf16|perf17|perf18|perf21|perf24|perf25|probe29|perf30|perf31|perf33|perf34|probe35|perf36|perf37|perf38|perf39|perf40|perf41|probe44|probe45|perf45|confirm45|probe46|probe47|probe48|final|stand|sweeps|ncu4|ncu5|ncu3|verify|programs|mps|last|ncu2|ncu1} in
+case ${PART:?PART=stage|exp1|exp2|perf|perf7|perf8|perf9|perf10|perf11|perf12|perf13|perf14|perf15|perf16|perf17|perf18|perf21|perf24|perf25|probe29|perf30|perf31|perf33|perf34|probe35|perf36|perf37|perf38|perf39|perf40|perf41|probe44|probe45|perf45|confirm45|probe46|probe47|probe48|two-gpus|final|stand|sweeps|ncu4|ncu5|ncu3|verify|programs|mps|last|ncu2|ncu1} in
 stage)
   mkdir -p $J /tmp/jit
   if [ -f .nccl/nccl-2.32.3.tar.xz ]; then
@@ -1058,6 +1063,19 @@ probe48)
       run n2-$v-$i 60 "${E32[@]}" NTHREADS=2 "${SHARE[@]}" $G/$v/06_symm_bench "${T[@]}" --json $L/n2-$v-$i.json
     done
   done
+  ;;
+two-gpus)
+  [ -f .carry/threads.txz ] && { mkdir -p $G && tar -xJf .carry/threads.txz -C $G; }
+  { nvidia-smi topo -m; } > "$L/topo.log" 2>&1
+  suite_and_stress
+  C=(--contenders fused,triton,unfused-nccl-graph,unfused05-graph)
+  SMALL=(--build nvcc -b 8 -e 256K -f 8 -n 20 -w 5 --trials 3)
+  for i in 1 2; do
+    run stand-small-f32-2gpu-$i 60 "${E32[@]}" NTHREADS=2 $B/06_symm_bench "${SMALL[@]}" "${C[@]}" --json $L/stand-small-f32-2gpu-$i.json
+  done
+  run stand-small-bf16-2gpu 60 "${E32[@]}" NTHREADS=2 $B/06_symm_bench "${SMALL[@]}" --contenders fused,triton,unfused-nccl-graph --dtype bf16 --json $L/stand-small-bf16-2gpu.json
+  run 06-nvcc-2gpu 120 "${E32[@]}" NTHREADS=2 $B/06_symm_primitive --build nvcc
+  run 06b-2gpu 120 "${E32[@]}" NTHREADS=2 $B/06b_symm_triton
   ;;
 ncu5)
   [ -f .carry/threads.txz ] && { mkdir -p $G && tar -xJf .carry/threads.txz -C $G; }
