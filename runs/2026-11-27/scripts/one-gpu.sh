@@ -200,11 +200,14 @@
 #               twice each, 8 B to 256 KiB; c49's stress mode at 2 and 4 ranks
 #               and --bad-input at 2; decide.py perf49
 #   PART=probe50 carry .carry/c50.txz (patches/probe-50.py's builds p49a, p49b
-#               and p49c; c48 and c49 from PART=perf49, still in $G): the five
+#               and p49c; c48 and c49 from .carry/c49.txz): the five
 #               in turn, float32, 2 and 1 ranks, twice each, 8 B to 256 KiB
 #   PART=probe51 carry .carry/c51.txz (patches/probe-51.py's builds q1, q2
 #               and q3 of HEAD 0269502) and .carry/c49.txz and .carry/c50.txz
 #               (c48 and p49c): the five in turn, float32, 2 and 1 ranks, twice
+#   PART=probe52 carry .carry/c52.txz (patches/probe-52.py's builds r1 and r2)
+#               and c49, c50 and c51 (c48, p49c, q3): the five in turn,
+#               float32, 2 and 1 ranks, twice
 #   PART=confirm45 carry .carry/c45.txz: p45 and c45 in turn at 1 rank, three
 #               times each, float32, 8 B to 256 KiB; decide.py confirm45
 #   PART=probe46 carry .carry/threads.txz: the committed build's 06_symm_bench
@@ -311,7 +314,7 @@ build_variants() {
   done
 }
 
-case ${PART:?PART=stage|exp1|exp2|perf|perf7|perf8|perf9|perf10|perf11|perf12|perf13|perf14|perf15|perf16|perf17|perf18|perf21|perf24|perf25|probe29|perf30|perf31|perf33|perf34|probe35|perf36|perf37|perf38|perf39|perf40|perf41|probe44|probe45|perf45|confirm45|perf49|probe50|probe51|probe46|probe47|probe48|two-gpus|final|stand|sweeps|ncu4|ncu5|ncu3|verify|programs|mps|last|ncu2|ncu1} in
+case ${PART:?PART=stage|exp1|exp2|perf|perf7|perf8|perf9|perf10|perf11|perf12|perf13|perf14|perf15|perf16|perf17|perf18|perf21|perf24|perf25|probe29|perf30|perf31|perf33|perf34|probe35|perf36|perf37|perf38|perf39|perf40|perf41|probe44|probe45|perf45|confirm45|perf49|probe50|probe51|probe52|probe46|probe47|probe48|two-gpus|final|stand|sweeps|ncu4|ncu5|ncu3|verify|programs|mps|last|ncu2|ncu1} in
 stage)
   mkdir -p $J /tmp/jit
   if [ -f .nccl/nccl-2.32.3.tar.xz ]; then
@@ -1067,18 +1070,19 @@ probe50)
     done
   done
   ;;
-probe51)
-  for c in c49 c50 c51; do
+probe51|probe52)
+  for c in c49 c50 c51 c52; do
     [ -f .carry/$c.txz ] && { mkdir -p $G && tar -xJf .carry/$c.txz -C $G --strip-components=1; }
   done
   C=fused,triton,symm-layer,unfused-nccl-graph
   T=(--build nvcc -b 8 -e 256K -f 8 -n 20 -w 5 --trials 3)
-  for v in c48 p49c q1 q2 q3; do
+  V="c48 p49c q1 q2 q3"; [ $PART = probe52 ] && V="c48 q3 p49c r1 r2"
+  for v in $V; do
     run build-$v-f32 200 "${E32[@]}" NTHREADS=1 $G/$v/06_symm_bench --build nvcc -b 8 -e 8 -n 1 -w 0 --trials 1 --contenders fused,triton
   done
   for i in 1 2; do
     for n in 2 1; do
-      for v in c48 p49c q1 q2 q3; do
+      for v in $V; do
         run n$n-$v-$i 60 "${E32[@]}" NTHREADS=$n "${SHARE[@]}" $G/$v/06_symm_bench "${T[@]}" --contenders $C --json $L/n$n-$v-$i.json
       done
     done
