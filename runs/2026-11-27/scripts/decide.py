@@ -5,7 +5,7 @@ c20 adds change 20 (CUDA) to c18. perf21: c21 adds changes 21 (CUDA) and
 23 (Triton) to c17, c22 adds change 22 (CUDA) to c21. perf24: c24 adds
 change 24 (Triton) to c21. perf25: c23 is HEAD f85a061's build, c25 adds
 changes 25 (CUDA) and 26 (Triton), c27 adds 27 (Triton) to c25, c28 adds 28
-(CUDA) to c27; probe29, perf30 to perf34, probe35, perf36 to perf41, perf45, confirm45 and perf49 in their functions. Prints each ratio
+(CUDA) to c27; probe29, perf30 to perf34, probe35, perf36 to perf41, perf45, confirm45, perf49 and perf49b in their functions. Prints each ratio
 and rule, then "kept: changes ..." on its last line."""
 import json
 import os
@@ -394,11 +394,56 @@ def perf49():
     print("kept: changes", "49" if ok else "none")
 
 
+def perf49b():
+    """Change 49b (c49b against c48), PERF_NOTES.md's rule: at 2 ranks in
+    float32 (three runs) fused CUDA and Triton at least 0.3 us less than c48
+    on average over 8 B to 32 KiB, no size above 1.03; symm-layer at 2 ranks
+    no size above 1.05; bfloat16 at 2 ranks (two runs) no size above 1.05; at
+    1 rank fused, Triton and the NCCL graph no size above 1.03 (three runs);
+    0 wrong in the timed runs and the stress logs; --bad-input 22 of 22."""
+    ok = True
+    for series in ("fused-nccl", "triton-nccl"):
+        m0, m1 = mean("n2-f32", "c48", series, (1, 2, 3)), mean("n2-f32", "c49b", series, (1, 2, 3))
+        small = [b for b in m0 if b <= 32768]
+        d = sum(m1[b] - m0[b] for b in small) / len(small)
+        r, worst = largest_ratio("n2-f32", "c49b", "c48", series, (1, 2, 3))
+        good = d <= -0.3 and r <= 1.03
+        ok = ok and good
+        print(f"change 49b, {series}, 2 ranks: mean difference 8 B to 32 KiB {d:+.2f} us (at most -0.3),"
+              f" largest ratio {r:.3f} at {worst} B (at most 1.03){'' if good else ' FAILS'}")
+        print("  " + " ".join(f"{b}: {m0[b]:.2f} -> {m1[b]:.2f}" for b in sorted(m0)))
+        r, worst = largest_ratio("n2-bf16", "c49b", "c48", series, (1, 2))
+        good = r <= 1.05
+        ok = ok and good
+        print(f"change 49b, {series}, bfloat16, 2 ranks, largest ratio {r:.3f} at {worst} B"
+              f" (at most 1.05){'' if good else ' FAILS'}")
+    r, worst = largest_ratio("n2-f32", "c49b", "c48", "symm-layer-nccl", (1, 2, 3))
+    good = r <= 1.05
+    ok = ok and good
+    print(f"change 49b, symm-layer-nccl, 2 ranks, largest ratio {r:.3f} at {worst} B (at most 1.05)"
+          f"{'' if good else ' FAILS'}")
+    for series in ("fused-nccl", "triton-nccl", "unfused-nccl-graph-nccl"):
+        r, worst = largest_ratio("n1-f32", "c49b", "c48", series, (1, 2, 3))
+        good = r <= 1.03
+        ok = ok and good
+        print(f"change 49b, {series}, 1 rank, largest ratio {r:.3f} at {worst} B (at most 1.03)"
+              f"{'' if good else ' FAILS'}")
+    w = wrong("c49b") + wrong("c48")
+    stress = [f for f in os.listdir(L) if f.startswith("stress-") and f.endswith(".log")]
+    bad = [f for f in stress if "# wrong elements in all: 0" not in open(f"{L}/{f}").read()]
+    print(f"wrong elements in timed runs: {w}; stress logs: {len(stress)}, not 0 wrong: {bad}")
+    codes = os.path.exists(f"{L}/bad-input-c49b-n2.log") and \
+        "bad input: 22 of 22 cases" in open(f"{L}/bad-input-c49b-n2.log").read()
+    print(f"bad input 22 of 22: {codes}")
+    ok = ok and w == 0 and not bad and len(stress) == 4 and codes
+    print("kept: changes", "49b" if ok else "none")
+
+
 OWN = {"probe29": probe29, "perf30": perf30, "perf31": perf31, "perf33": perf33, "perf34": perf34,
        "probe35": probe35, "perf36": lambda: small_gain("36", "c36", "c35", 0.99),
        "perf37": lambda: small_gain("37", "c37", "c35", 0.98), "perf38": perf38,
        "perf39": lambda: triton_tiles("39", 1.03), "perf40": lambda: triton_tiles("40", 1.02),
-       "perf41": perf41, "perf45": perf45, "confirm45": confirm45, "perf49": perf49}
+       "perf41": perf41, "perf45": perf45, "confirm45": confirm45, "perf49": perf49, "perf49b": perf49b}
 if PART in OWN:  # plans of their own, with means over runs
     OWN[PART]()
     sys.exit(0)

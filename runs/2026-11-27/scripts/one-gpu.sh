@@ -208,6 +208,10 @@
 #   PART=probe52 carry .carry/c52.txz (patches/probe-52.py's builds r1 and r2)
 #               and c49, c50 and c51 (c48, p49c, q3): the five in turn,
 #               float32, 2 and 1 ranks, twice
+#   PART=perf49b carry .carry/c53.txz (change 49b's 06_symm_bench, $G/c49b),
+#               .carry/c49.txz (c48) and .carry/threads.txz (extracted for
+#               PART=final): as PART=perf49 with c49b in c49's place;
+#               decide.py perf49b
 #   PART=confirm45 carry .carry/c45.txz: p45 and c45 in turn at 1 rank, three
 #               times each, float32, 8 B to 256 KiB; decide.py confirm45
 #   PART=probe46 carry .carry/threads.txz: the committed build's 06_symm_bench
@@ -314,7 +318,7 @@ build_variants() {
   done
 }
 
-case ${PART:?PART=stage|exp1|exp2|perf|perf7|perf8|perf9|perf10|perf11|perf12|perf13|perf14|perf15|perf16|perf17|perf18|perf21|perf24|perf25|probe29|perf30|perf31|perf33|perf34|probe35|perf36|perf37|perf38|perf39|perf40|perf41|probe44|probe45|perf45|confirm45|perf49|probe50|probe51|probe52|probe46|probe47|probe48|two-gpus|final|stand|sweeps|ncu4|ncu5|ncu3|verify|programs|mps|last|ncu2|ncu1} in
+case ${PART:?PART=stage|exp1|exp2|perf|perf7|perf8|perf9|perf10|perf11|perf12|perf13|perf14|perf15|perf16|perf17|perf18|perf21|perf24|perf25|probe29|perf30|perf31|perf33|perf34|probe35|perf36|perf37|perf38|perf39|perf40|perf41|probe44|probe45|perf45|confirm45|perf49|perf49b|probe50|probe51|probe52|probe46|probe47|probe48|two-gpus|final|stand|sweeps|ncu4|ncu5|ncu3|verify|programs|mps|last|ncu2|ncu1} in
 stage)
   mkdir -p $J /tmp/jit
   if [ -f .nccl/nccl-2.32.3.tar.xz ]; then
@@ -1022,37 +1026,40 @@ perf45)
   run stress-f32-c45-n4 90 "${E32[@]}" NTHREADS=4 "${SHARE[@]}" $G/c45/06_symm_bench --build nvcc --contenders fused,triton --stress 200 -b 8 -e 1M -f 8
   python3 runs/2026-11-27/scripts/decide.py $L perf45 > $L/decision.txt 2>&1; cat $L/decision.txt
   ;;
-perf49)
-  [ -f .carry/c49.txz ] && { mkdir -p $G && tar -xJf .carry/c49.txz -C $G --strip-components=1; }
+perf49|perf49b)
+  for c in c49 c53; do
+    [ -f .carry/$c.txz ] && { mkdir -p $G && tar -xJf .carry/$c.txz -C $G --strip-components=1; }
+  done
+  N=c49; [ $PART = perf49b ] && N=c49b
   [ -f .carry/threads.txz ] && { mkdir -p $G && tar -xJf .carry/threads.txz -C $G; }
   C=fused,triton,symm-layer,unfused-nccl-graph,unfused05-graph
   T=(--build nvcc -b 8 -e 256K -f 8 -n 20 -w 5 --trials 3)
-  for v in c48 c49; do
+  for v in c48 $N; do
     for d in f32 bf16; do
       run build-$v-$d 200 "${E32[@]}" NTHREADS=1 $G/$v/06_symm_bench --build nvcc -b 8 -e 8 -n 1 -w 0 --trials 1 --contenders fused,triton --dtype $d
     done
   done
   for i in 1 2 3; do
     for n in 2 1; do
-      for v in c48 c49; do
+      for v in c48 $N; do
         run n$n-f32-$v-$i 60 "${E32[@]}" NTHREADS=$n "${SHARE[@]}" $G/$v/06_symm_bench "${T[@]}" --contenders $C --json $L/n$n-f32-$v-$i.json
       done
     done
   done
   for i in 1 2; do
-    for v in c48 c49; do
+    for v in c48 $N; do
       run n2-bf16-$v-$i 60 "${E32[@]}" NTHREADS=2 "${SHARE[@]}" $G/$v/06_symm_bench "${T[@]}" --contenders fused,triton,unfused-nccl-graph --dtype bf16 --json $L/n2-bf16-$v-$i.json
       run n4-f32-$v-$i 90 "${E32[@]}" NTHREADS=4 "${SHARE[@]}" $G/$v/06_symm_bench "${T[@]}" --contenders $C --json $L/n4-f32-$v-$i.json
     done
   done
   R2=("${E32[@]}" NTHREADS=2 "${SHARE[@]}")
   for d in f32 bf16; do
-    run stress-$d-c49-n2 60 "${R2[@]}" $G/c49/06_symm_bench --build nvcc --contenders fused,triton --dtype $d --stress 500 -b 8 -e 1M -f 8
+    run stress-$d-$N-n2 60 "${R2[@]}" $G/$N/06_symm_bench --build nvcc --contenders fused,triton --dtype $d --stress 500 -b 8 -e 1M -f 8
   done
-  run stress-one-region-c49-n2 60 "${R2[@]}" $G/c49/06_symm_bench --build nvcc --contenders fused,triton --stress 500 --one-region -b 8 -e 4M -f 8
-  run stress-f32-c49-n4 90 "${E32[@]}" NTHREADS=4 "${SHARE[@]}" $G/c49/06_symm_bench --build nvcc --contenders fused,triton --stress 200 -b 8 -e 1M -f 8
-  run bad-input-c49-n2 60 "${R2[@]}" $G/c49/06_symm_bench --bad-input
-  python3 runs/2026-11-27/scripts/decide.py $L perf49 > $L/decision.txt 2>&1; cat $L/decision.txt
+  run stress-one-region-$N-n2 60 "${R2[@]}" $G/$N/06_symm_bench --build nvcc --contenders fused,triton --stress 500 --one-region -b 8 -e 4M -f 8
+  run stress-f32-$N-n4 90 "${E32[@]}" NTHREADS=4 "${SHARE[@]}" $G/$N/06_symm_bench --build nvcc --contenders fused,triton --stress 200 -b 8 -e 1M -f 8
+  run bad-input-$N-n2 60 "${R2[@]}" $G/$N/06_symm_bench --bad-input
+  python3 runs/2026-11-27/scripts/decide.py $L $PART > $L/decision.txt 2>&1; cat $L/decision.txt
   ;;
 probe50)
   [ -f .carry/c50.txz ] && { mkdir -p $G && tar -xJf .carry/c50.txz -C $G --strip-components=1; }
