@@ -355,6 +355,31 @@ def confirm45():
     print("kept: changes", "45" if ok and w == 0 else "none")
 
 
+def one_rank_guard(change, new, guarded):
+    """At 1 rank, each GUARDED series of NEW at most 1.03 of c48 at every size
+    (means of three runs); prints each largest ratio."""
+    ok = True
+    for series in guarded:
+        r, worst = largest_ratio("n1-f32", new, "c48", series, (1, 2, 3))
+        ok = ok and r <= 1.03
+        print(f"change {change}, {series}, 1 rank, largest ratio {r:.3f} at {worst} B (at most 1.03)"
+              f"{'' if r <= 1.03 else ' FAILS'}")
+    return ok
+
+
+def all_right(new):
+    """Change 49's and 49b's last checks: 0 wrong in every timed run of NEW and
+    c48, four stress logs each 0 wrong, and NEW's --bad-input 22 of 22."""
+    w = wrong(new) + wrong("c48")
+    stress = [f for f in os.listdir(L) if f.startswith("stress-") and f.endswith(".log")]
+    bad = [f for f in stress if "# wrong elements in all: 0" not in open(f"{L}/{f}").read()]
+    print(f"wrong elements in timed runs: {w}; stress logs: {len(stress)}, not 0 wrong: {bad}")
+    log = f"{L}/bad-input-{new}-n2.log"
+    codes = os.path.exists(log) and "bad input: 22 of 22 cases" in open(log).read()
+    print(f"bad input 22 of 22: {codes}")
+    return w == 0 and not bad and len(stress) == 4 and codes
+
+
 def perf49():
     """Change 49 (c49 against c48, HEAD 0269502's build), PERF_NOTES.md's rule:
     at 2 ranks in float32 (means of three runs) fused CUDA and Triton at least
@@ -377,21 +402,9 @@ def perf49():
         ok = ok and good
         print(f"change 49, {series}, bfloat16, 2 ranks, largest ratio {r:.3f} at {worst} B"
               f" (at most 1.05){'' if good else ' FAILS'}")
-    for series in GUARDED_45:
-        r, worst = largest_ratio("n1-f32", "c49", "c48", series, (1, 2, 3))
-        good = r <= 1.03
-        ok = ok and good
-        print(f"change 49, {series}, 1 rank, largest ratio {r:.3f} at {worst} B (at most 1.03)"
-              f"{'' if good else ' FAILS'}")
-    w = wrong("c49") + wrong("c48")
-    stress = [f for f in os.listdir(L) if f.startswith("stress-") and f.endswith(".log")]
-    bad = [f for f in stress if "# wrong elements in all: 0" not in open(f"{L}/{f}").read()]
-    print(f"wrong elements in timed runs: {w}; stress logs: {len(stress)}, not 0 wrong: {bad}")
-    codes = os.path.exists(f"{L}/bad-input-c49-n2.log") and \
-        "bad input: 22 of 22 cases" in open(f"{L}/bad-input-c49-n2.log").read()
-    print(f"bad input 22 of 22: {codes}")
-    ok = ok and w == 0 and not bad and len(stress) == 4 and codes
-    print("kept: changes", "49" if ok else "none")
+    ok = one_rank_guard("49", "c49", GUARDED_45) and ok
+    right = all_right("c49")
+    print("kept: changes", "49" if ok and right else "none")
 
 
 def perf49b():
@@ -422,21 +435,9 @@ def perf49b():
     ok = ok and good
     print(f"change 49b, symm-layer-nccl, 2 ranks, largest ratio {r:.3f} at {worst} B (at most 1.05)"
           f"{'' if good else ' FAILS'}")
-    for series in ("fused-nccl", "triton-nccl", "unfused-nccl-graph-nccl"):
-        r, worst = largest_ratio("n1-f32", "c49b", "c48", series, (1, 2, 3))
-        good = r <= 1.03
-        ok = ok and good
-        print(f"change 49b, {series}, 1 rank, largest ratio {r:.3f} at {worst} B (at most 1.03)"
-              f"{'' if good else ' FAILS'}")
-    w = wrong("c49b") + wrong("c48")
-    stress = [f for f in os.listdir(L) if f.startswith("stress-") and f.endswith(".log")]
-    bad = [f for f in stress if "# wrong elements in all: 0" not in open(f"{L}/{f}").read()]
-    print(f"wrong elements in timed runs: {w}; stress logs: {len(stress)}, not 0 wrong: {bad}")
-    codes = os.path.exists(f"{L}/bad-input-c49b-n2.log") and \
-        "bad input: 22 of 22 cases" in open(f"{L}/bad-input-c49b-n2.log").read()
-    print(f"bad input 22 of 22: {codes}")
-    ok = ok and w == 0 and not bad and len(stress) == 4 and codes
-    print("kept: changes", "49b" if ok else "none")
+    ok = one_rank_guard("49b", "c49b", ("fused-nccl", "triton-nccl", "unfused-nccl-graph-nccl")) and ok
+    right = all_right("c49b")
+    print("kept: changes", "49b" if ok and right else "none")
 
 
 OWN = {"probe29": probe29, "perf30": perf30, "perf31": perf31, "perf33": perf33, "perf34": perf34,
