@@ -212,6 +212,9 @@
 #               .carry/c49.txz (c48) and .carry/threads.txz (extracted for
 #               PART=final): as PART=perf49 with c49b in c49's place;
 #               decide.py perf49b
+#   PART=probe53 carry .carry/c54.txz (patches/probe-53.py's build c49c),
+#               .carry/c53.txz (c49b) and .carry/c49.txz (c48): the three in
+#               turn, float32, 2 ranks three times and 1 rank twice
 #   PART=confirm45 carry .carry/c45.txz: p45 and c45 in turn at 1 rank, three
 #               times each, float32, 8 B to 256 KiB; decide.py confirm45
 #   PART=probe46 carry .carry/threads.txz: the committed build's 06_symm_bench
@@ -318,7 +321,7 @@ build_variants() {
   done
 }
 
-case ${PART:?PART=stage|exp1|exp2|perf|perf7|perf8|perf9|perf10|perf11|perf12|perf13|perf14|perf15|perf16|perf17|perf18|perf21|perf24|perf25|probe29|perf30|perf31|perf33|perf34|probe35|perf36|perf37|perf38|perf39|perf40|perf41|probe44|probe45|perf45|confirm45|perf49|perf49b|probe50|probe51|probe52|probe46|probe47|probe48|two-gpus|final|stand|sweeps|ncu4|ncu5|ncu3|verify|programs|mps|last|ncu2|ncu1} in
+case ${PART:?PART=stage|exp1|exp2|perf|perf7|perf8|perf9|perf10|perf11|perf12|perf13|perf14|perf15|perf16|perf17|perf18|perf21|perf24|perf25|probe29|perf30|perf31|perf33|perf34|probe35|perf36|perf37|perf38|perf39|perf40|perf41|probe44|probe45|perf45|confirm45|perf49|perf49b|probe50|probe51|probe52|probe53|probe46|probe47|probe48|two-gpus|final|stand|sweeps|ncu4|ncu5|ncu3|verify|programs|mps|last|ncu2|ncu1} in
 stage)
   mkdir -p $J /tmp/jit
   if [ -f .nccl/nccl-2.32.3.tar.xz ]; then
@@ -1090,6 +1093,24 @@ probe51|probe52)
   for i in 1 2; do
     for n in 2 1; do
       for v in $V; do
+        run n$n-$v-$i 60 "${E32[@]}" NTHREADS=$n "${SHARE[@]}" $G/$v/06_symm_bench "${T[@]}" --contenders $C --json $L/n$n-$v-$i.json
+      done
+    done
+  done
+  ;;
+probe53)
+  for c in c49 c53 c54; do
+    [ -f .carry/$c.txz ] && { mkdir -p $G && tar -xJf .carry/$c.txz -C $G --strip-components=1; }
+  done
+  C=fused,triton,symm-layer,unfused-nccl-graph
+  T=(--build nvcc -b 8 -e 256K -f 8 -n 20 -w 5 --trials 3)
+  for v in c48 c49b c49c; do
+    run build-$v-f32 200 "${E32[@]}" NTHREADS=1 $G/$v/06_symm_bench --build nvcc -b 8 -e 8 -n 1 -w 0 --trials 1 --contenders fused,triton
+  done
+  for i in 1 2 3; do
+    for n in 2 1; do
+      [ $n = 1 ] && [ $i = 3 ] && continue
+      for v in c48 c49b c49c; do
         run n$n-$v-$i 60 "${E32[@]}" NTHREADS=$n "${SHARE[@]}" $G/$v/06_symm_bench "${T[@]}" --contenders $C --json $L/n$n-$v-$i.json
       done
     done
