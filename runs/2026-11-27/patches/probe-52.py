@@ -6,6 +6,8 @@ change 49's p49a to p49c had it; r2: the one-shot's loops as change 49 wrote
 them (SymmLines, the item range passed in), one line a thread."""
 import sys
 
+from probe_edit import grid_sync_bytes
+
 wt, step = sys.argv[1:3]
 p = wt + '/symm_comm/kernels/symm_comm.cuh'
 s = open(p).read()
@@ -13,11 +15,7 @@ if step == 'r1':
     old = '    unsigned int* epoch_word = (unsigned int*)staging[rank];  // the last call\'s epoch'
     assert old in s
     s = s.replace(old, '    unsigned int* epoch_word = ctx->grid_sync + 2;  // PROBE r1')
-    b = wt + '/benchmarks/src/bin/06_symm_bench.rs'
-    t = open(b).read()
-    old = 'let grid_sync = stream.alloc_zeros::<u8>(8).context("grid-barrier words")?;'
-    assert old in t
-    open(b, 'w').write(t.replace(old, 'let grid_sync = stream.alloc_zeros::<u8>(16).context("grid-barrier words")?; // PROBE r1'))
+    grid_sync_bytes(wt, 16, 'PROBE r1')
 if step == 'r2':
     # change 49's SymmLines and symm_one_shot, one line a thread.
     h = open(sys.argv[3]).read()

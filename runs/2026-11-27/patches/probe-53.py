@@ -5,14 +5,8 @@ line of its own in the context's grid-barrier memory (the bench allocates
 256 bytes), not in the staging window's header."""
 import sys
 
+from probe_edit import count_word_at, grid_sync_bytes
+
 wt = sys.argv[1]
-p = wt + '/symm_comm/kernels/symm_comm.cuh'
-s = open(p).read()
-old = 'unsigned long long* calls_word = (unsigned long long*)staging[rank];'
-assert old in s
-open(p, 'w').write(s.replace(old, 'unsigned long long* calls_word = (unsigned long long*)(ctx->grid_sync + 32);  // PROBE 53'))
-p = wt + '/benchmarks/src/bin/06_symm_bench.rs'
-s = open(p).read()
-old = 'let grid_sync = stream.alloc_zeros::<u8>(8).context("grid-barrier words")?;'
-assert old in s
-open(p, 'w').write(s.replace(old, 'let grid_sync = stream.alloc_zeros::<u8>(256).context("grid-barrier words")?; // PROBE 53'))
+count_word_at(wt, '(ctx->grid_sync + 32)', 'PROBE 53')
+grid_sync_bytes(wt, 256, 'PROBE 53')
