@@ -5,7 +5,7 @@ c20 adds change 20 (CUDA) to c18. perf21: c21 adds changes 21 (CUDA) and
 23 (Triton) to c17, c22 adds change 22 (CUDA) to c21. perf24: c24 adds
 change 24 (Triton) to c21. perf25: c23 is HEAD f85a061's build, c25 adds
 changes 25 (CUDA) and 26 (Triton), c27 adds 27 (Triton) to c25, c28 adds 28
-(CUDA) to c27; probe29, perf30 to perf34, probe35, perf36 to perf41, perf45, confirm45, perf49 and perf49b in their functions. Prints each ratio
+(CUDA) to c27; probe29, perf30 to perf34, probe35, perf36 to perf41, perf45, confirm45, perf49, perf49b, perf55 and perf56 in their functions. Prints each ratio
 and rule, then "kept: changes ..." on its last line."""
 import json
 import os
@@ -367,16 +367,17 @@ def one_rank_guard(change, new, guarded):
     return ok
 
 
-def all_right(new):
-    """Change 49's and 49b's last checks: 0 wrong in every timed run of NEW and
-    c48, four stress logs each 0 wrong, and NEW's --bad-input 22 of 22."""
-    w = wrong(new) + wrong("c48")
+def all_right(new, cases=22, others=("c48",)):
+    """The last checks of changes 49, 49b and 55: 0 wrong in every timed run of
+    NEW and OTHERS, four stress logs each 0 wrong, and NEW's --bad-input CASES
+    of CASES."""
+    w = wrong(new) + sum(wrong(o) for o in others)
     stress = [f for f in os.listdir(L) if f.startswith("stress-") and f.endswith(".log")]
     bad = [f for f in stress if "# wrong elements in all: 0" not in open(f"{L}/{f}").read()]
     print(f"wrong elements in timed runs: {w}; stress logs: {len(stress)}, not 0 wrong: {bad}")
     log = f"{L}/bad-input-{new}-n2.log"
-    codes = os.path.exists(log) and "bad input: 22 of 22 cases" in open(log).read()
-    print(f"bad input 22 of 22: {codes}")
+    codes = os.path.exists(log) and f"bad input: {cases} of {cases} cases" in open(log).read()
+    print(f"bad input {cases} of {cases}: {codes}")
     return w == 0 and not bad and len(stress) == 4 and codes
 
 
@@ -440,11 +441,91 @@ def perf49b():
     print("kept: changes", "49b" if ok and right else "none")
 
 
+def faster(change, series, prefix, new, old, runs, gain, most):
+    """NEW against OLD in SERIES (means over RUNS): on average at least GAIN us less
+    over 8 B to 256 KiB, and no size above MOST. Prints both; returns the verdict."""
+    m0, m1 = mean(prefix, old, series, runs), mean(prefix, new, series, runs)
+    d = sum(m1[b] - m0[b] for b in m0) / len(m0)
+    r, worst = largest_ratio(prefix, new, old, series, runs)
+    good = d <= -gain and r <= most
+    print(f"change {change}, {series}, {prefix} against {old}: mean difference {d:+.2f} us "
+          f"(at most -{gain}), largest ratio {r:.3f} at {worst} B (at most {most})"
+          f"{'' if good else ' FAILS'}")
+    print("  " + " ".join(f"{b}: {m0[b]:.2f} -> {m1[b]:.2f}" for b in sorted(m0)))
+    return good
+
+
+def no_worse(change, series, prefix, new, old, runs, most):
+    """NEW against OLD in SERIES: no size above MOST (means over RUNS)."""
+    r, worst = largest_ratio(prefix, new, old, series, runs)
+    print(f"change {change}, {series}, {prefix} against {old}: largest ratio {r:.3f} at {worst} B"
+          f" (at most {most}){'' if r <= most else ' FAILS'}")
+    return r <= most
+
+
+def perf55():
+    """Changes 55a (c55a against c48) and 55b (c55b against c55a), PERF_NOTES.md's
+    rule. 55a: at 2 ranks in float32 (three runs) fused CUDA and Triton on average
+    at least 0.2 us less over 8 B to 256 KiB, no size above 1.03; bfloat16 at 2
+    ranks (two runs) no size above 1.05; at 1 rank fused, Triton and the NCCL
+    graph no size above 1.03. 55b: the fused CUDA kernel at 1 and 2 ranks on
+    average at least 0.15 us less than c55a, no size above 1.03; bfloat16 at 2
+    ranks no size above 1.05; 16 and 128 MiB at 1 rank at most 1.02 in both
+    types (two runs). Both: 0 wrong, four stress logs 0 wrong, --bad-input 13 of
+    13 (on c55b, which holds both)."""
+    a = True
+    for series in ("fused-nccl", "triton-nccl"):
+        a = faster("55a", series, "n2-f32", "c55a", "c48", (1, 2, 3), 0.2, 1.03) and a
+        a = no_worse("55a", series, "n2-bf16", "c55a", "c48", (1, 2), 1.05) and a
+    a = one_rank_guard("55a", "c55a", ("fused-nccl", "triton-nccl", "unfused-nccl-graph-nccl")) and a
+    b = True
+    for prefix in ("n2-f32", "n1-f32"):
+        b = faster("55b", "fused-nccl", prefix, "c55b", "c55a", (1, 2, 3), 0.15, 1.03) and b
+    b = no_worse("55b", "fused-nccl", "n2-bf16", "c55b", "c55a", (1, 2), 1.05) and b
+    for d in ("f32", "bf16"):
+        b = no_worse("55b", "fused-nccl", f"big-{d}", "c55b", "c55a", (1, 2), 1.02) and b
+    right = all_right("c55b", cases=13, others=("c48", "c55a"))
+    kept = [c for c, k in (("55a", a), ("55b", b)) if k and right]
+    print("kept: changes", " ".join(kept) if kept else "none")
+
+
+def perf56():
+    """Changes 56 (c56 against c48) and 56b (c56b against c56), PERF_NOTES.md's
+    rule. 56: the fused CUDA kernel on average at least 0.3 us less over 8 B to
+    256 KiB at 1 and 2 ranks in float32 (three runs) and at 1 rank in bfloat16
+    (two), no size above 1.03 there; bfloat16 at 2 ranks no size above 1.05; 16
+    and 128 MiB at 1 rank at most 1.02 in both types (two runs). 56b: at 1 rank
+    in float32 on average at least 0.15 us less than c56, no size above 1.03; at
+    2 ranks not more on average, no size above 1.05; 16 and 128 MiB at most
+    1.02. Both: 0 wrong, four stress logs 0 wrong, --bad-input 13 of 13 (on
+    c56b, which holds both)."""
+    f = "fused-nccl"
+    a = faster("56", f, "n2-f32", "c56", "c48", (1, 2, 3), 0.3, 1.03)
+    a = faster("56", f, "n1-f32", "c56", "c48", (1, 2, 3), 0.3, 1.03) and a
+    a = faster("56", f, "n1-bf16", "c56", "c48", (1, 2), 0.3, 1.03) and a
+    a = no_worse("56", f, "n2-bf16", "c56", "c48", (1, 2), 1.05) and a
+    for d in ("f32", "bf16"):
+        a = no_worse("56", f, f"big-{d}", "c56", "c48", (1, 2), 1.02) and a
+    for series in ("unfused-nccl-graph-nccl", "triton-nccl"):  # not rules: what else moved
+        for prefix in ("n1-f32", "n2-f32"):
+            m0, m1 = mean(prefix, "c48", series, (1, 2, 3)), mean(prefix, "c56", series, (1, 2, 3))
+            print(f"(for the record) {series}, {prefix}, c56 against c48: mean difference "
+                  f"{sum(m1[b] - m0[b] for b in m0) / len(m0):+.2f} us")
+    b = faster("56b", f, "n1-f32", "c56b", "c56", (1, 2, 3), 0.15, 1.03)
+    b = faster("56b", f, "n2-f32", "c56b", "c56", (1, 2, 3), 0.0, 1.05) and b
+    for d in ("f32", "bf16"):
+        b = no_worse("56b", f, f"big-{d}", "c56b", "c56", (1, 2), 1.02) and b
+    right = all_right("c56b", cases=13, others=("c48", "c56"))
+    kept = [c for c, k in (("56", a), ("56b", b)) if k and right]
+    print("kept: changes", " ".join(kept) if kept else "none")
+
+
 OWN = {"probe29": probe29, "perf30": perf30, "perf31": perf31, "perf33": perf33, "perf34": perf34,
        "probe35": probe35, "perf36": lambda: small_gain("36", "c36", "c35", 0.99),
        "perf37": lambda: small_gain("37", "c37", "c35", 0.98), "perf38": perf38,
        "perf39": lambda: triton_tiles("39", 1.03), "perf40": lambda: triton_tiles("40", 1.02),
-       "perf41": perf41, "perf45": perf45, "confirm45": confirm45, "perf49": perf49, "perf49b": perf49b}
+       "perf41": perf41, "perf45": perf45, "confirm45": confirm45, "perf49": perf49, "perf49b": perf49b,
+       "perf55": perf55, "perf56": perf56}
 if PART in OWN:  # plans of their own, with means over runs
     OWN[PART]()
     sys.exit(0)

@@ -215,6 +215,21 @@
 #   PART=probe53 carry .carry/c54.txz (patches/probe-53.py's build c49c),
 #               .carry/c53.txz (c49b) and .carry/c49.txz (c48): the three in
 #               turn, float32, 2 ranks three times and 1 rank twice
+#   PART=probe54 carry .carry/c55.txz (patches/probe-54.py's build p54: the
+#               fused CUDA kernel prints its phases' times) and .carry/c49.txz
+#               (c48, HEAD's GPU code): the two in turn at 2 and 1 ranks, float32,
+#               three times; p54 once more in bfloat16 at 2 ranks and at 4 ranks
+#   PART=perf55 carry .carry/c56.txz (c55a: change 55a; c55b: 55a and 55b)
+#               and .carry/c49.txz (c48): the three in turn, float32 at 2 and 1
+#               ranks three times, bfloat16 at 2 ranks twice, 4 ranks once; 16
+#               and 128 MiB at 1 rank for c55a and c55b, both types, twice; the
+#               stress mode and --bad-input on c55b; decide.py perf55
+#   PART=perf56 carry .carry/c57.txz (c56: change 56; c56b: 56 and 55b) and
+#               .carry/c49.txz (c48): as perf55, with 16 and 128 MiB for all
+#               three and bfloat16 at 1 rank twice; decide.py perf56
+#   PART=probe57 carry .carry/c58.txz (patches/probe-57.py's build p57): with
+#               and without PROBE57_SHARE in turn, float32 at 2 ranks four times,
+#               1 rank twice, 4 ranks once; bfloat16 at 2 ranks twice
 #   PART=confirm45 carry .carry/c45.txz: p45 and c45 in turn at 1 rank, three
 #               times each, float32, 8 B to 256 KiB; decide.py confirm45
 #   PART=probe46 carry .carry/threads.txz: the committed build's 06_symm_bench
@@ -321,7 +336,72 @@ build_variants() {
   done
 }
 
-case ${PART:?PART=stage|exp1|exp2|perf|perf7|perf8|perf9|perf10|perf11|perf12|perf13|perf14|perf15|perf16|perf17|perf18|perf21|perf24|perf25|probe29|perf30|perf31|perf33|perf34|probe35|perf36|perf37|perf38|perf39|perf40|perf41|probe44|probe45|perf45|confirm45|perf49|perf49b|probe50|probe51|probe52|probe53|probe46|probe47|probe48|two-gpus|final|stand|sweeps|ncu4|ncu5|ncu3|verify|programs|mps|last|ncu2|ncu1} in
+# stress_and_decide X: the stress mode on build X (float32, bfloat16 and
+# one-region at 2 ranks, float32 at 4), its --bad-input at 2 ranks, then
+# decide.py $PART into decision.txt.
+stress_and_decide() {
+  local x=$1 d
+  R2=("${E32[@]}" NTHREADS=2 "${SHARE[@]}")
+  for d in f32 bf16; do
+    run stress-$d-$x-n2 60 "${R2[@]}" $G/$x/06_symm_bench --build nvcc --contenders fused,triton --dtype $d --stress 500 -b 8 -e 1M -f 8
+  done
+  run stress-one-region-$x-n2 60 "${R2[@]}" $G/$x/06_symm_bench --build nvcc --contenders fused,triton --stress 500 --one-region -b 8 -e 4M -f 8
+  run stress-f32-$x-n4 90 "${E32[@]}" NTHREADS=4 "${SHARE[@]}" $G/$x/06_symm_bench --build nvcc --contenders fused,triton --stress 200 -b 8 -e 1M -f 8
+  run bad-input-$x-n2 60 "${R2[@]}" $G/$x/06_symm_bench --bad-input
+  python3 runs/2026-11-27/scripts/decide.py $L $PART > $L/decision.txt 2>&1; cat $L/decision.txt
+}
+
+# side_by_side "BUILDS" "BIGS" N1BF16 X: BUILDS (the baseline first, each in
+# $G) in turn, float32 at 2 and 1 ranks three times, bfloat16 at 2 ranks twice
+# (and at 1 rank twice where N1BF16 is yes), 4 ranks once; 16 and 128 MiB at 1
+# rank for BIGS, both types, twice; the stress mode and --bad-input on X (the
+# build with every change); then decide.py $PART.
+side_by_side() {
+  local builds=$1 bigs=$2 n1bf16=$3 x=$4 first=${1%% *} v d i n
+  C=fused,triton,symm-layer,unfused-nccl-graph,unfused05-graph
+  T=(--build nvcc -b 8 -e 256K -f 8 -n 20 -w 5 --trials 3)
+  BIG=(--build nvcc -b 16M -e 128M -f 8 -n 8 -w 2 --trials 3 --contenders fused,triton)
+  W=(--build nvcc -b 8 -e 8 -n 1 -w 0 --trials 1 --contenders fused,triton)
+  # The first build alone (the modules every build shares), then the rest side by side.
+  run build-$first-f32 200 "${E32[@]}" NTHREADS=1 $G/$first/06_symm_bench "${W[@]}"
+  for v in $builds; do
+    for d in f32 bf16; do
+      [ $v-$d = $first-f32 ] && continue
+      "${E32[@]}" NTHREADS=1 $G/$v/06_symm_bench "${W[@]}" --dtype $d > $L/build-$v-$d.log 2>&1 &
+    done
+  done
+  wait
+  for i in 1 2 3; do
+    for n in 2 1; do
+      for v in $builds; do
+        run n$n-f32-$v-$i 60 "${E32[@]}" NTHREADS=$n "${SHARE[@]}" $G/$v/06_symm_bench "${T[@]}" --contenders $C --json $L/n$n-f32-$v-$i.json
+      done
+    done
+  done
+  for i in 1 2; do
+    for v in $builds; do
+      run n2-bf16-$v-$i 60 "${E32[@]}" NTHREADS=2 "${SHARE[@]}" $G/$v/06_symm_bench "${T[@]}" --contenders fused,triton,unfused-nccl-graph --dtype bf16 --json $L/n2-bf16-$v-$i.json
+    done
+  done
+  [ $n1bf16 = yes ] && for i in 1 2; do
+    for v in $builds; do
+      run n1-bf16-$v-$i 60 "${E32[@]}" NTHREADS=1 $G/$v/06_symm_bench "${T[@]}" --contenders fused,triton,unfused-nccl-graph --dtype bf16 --json $L/n1-bf16-$v-$i.json
+    done
+  done
+  for v in $builds; do
+    run n4-f32-$v-1 90 "${E32[@]}" NTHREADS=4 "${SHARE[@]}" $G/$v/06_symm_bench "${T[@]}" --contenders $C --json $L/n4-f32-$v-1.json
+  done
+  for i in 1 2; do
+    for v in $bigs; do
+      for d in f32 bf16; do
+        run big-$d-$v-$i 60 "${E32[@]}" NTHREADS=1 $G/$v/06_symm_bench "${BIG[@]}" --dtype $d --json $L/big-$d-$v-$i.json
+      done
+    done
+  done
+  stress_and_decide $x
+}
+
+case ${PART:?PART=stage|exp1|exp2|perf|perf7|perf8|perf9|perf10|perf11|perf12|perf13|perf14|perf15|perf16|perf17|perf18|perf21|perf24|perf25|probe29|perf30|perf31|perf33|perf34|probe35|perf36|perf37|perf38|perf39|perf40|perf41|probe44|probe45|perf45|confirm45|perf49|perf49b|probe50|probe51|probe52|probe53|probe54|perf55|perf56|probe57|probe46|probe47|probe48|two-gpus|final|stand|sweeps|ncu4|ncu5|ncu3|verify|programs|mps|last|ncu2|ncu1} in
 stage)
   mkdir -p $J /tmp/jit
   if [ -f .nccl/nccl-2.32.3.tar.xz ]; then
@@ -1055,14 +1135,7 @@ perf49|perf49b)
       run n4-f32-$v-$i 90 "${E32[@]}" NTHREADS=4 "${SHARE[@]}" $G/$v/06_symm_bench "${T[@]}" --contenders $C --json $L/n4-f32-$v-$i.json
     done
   done
-  R2=("${E32[@]}" NTHREADS=2 "${SHARE[@]}")
-  for d in f32 bf16; do
-    run stress-$d-$N-n2 60 "${R2[@]}" $G/$N/06_symm_bench --build nvcc --contenders fused,triton --dtype $d --stress 500 -b 8 -e 1M -f 8
-  done
-  run stress-one-region-$N-n2 60 "${R2[@]}" $G/$N/06_symm_bench --build nvcc --contenders fused,triton --stress 500 --one-region -b 8 -e 4M -f 8
-  run stress-f32-$N-n4 90 "${E32[@]}" NTHREADS=4 "${SHARE[@]}" $G/$N/06_symm_bench --build nvcc --contenders fused,triton --stress 200 -b 8 -e 1M -f 8
-  run bad-input-$N-n2 60 "${R2[@]}" $G/$N/06_symm_bench --bad-input
-  python3 runs/2026-11-27/scripts/decide.py $L $PART > $L/decision.txt 2>&1; cat $L/decision.txt
+  stress_and_decide $N
   ;;
 probe50)
   [ -f .carry/c50.txz ] && { mkdir -p $G && tar -xJf .carry/c50.txz -C $G --strip-components=1; }
@@ -1113,6 +1186,62 @@ probe53)
       for v in c48 c49b c49c; do
         run n$n-$v-$i 60 "${E32[@]}" NTHREADS=$n "${SHARE[@]}" $G/$v/06_symm_bench "${T[@]}" --contenders $C --json $L/n$n-$v-$i.json
       done
+    done
+  done
+  ;;
+probe54)
+  for c in c49 c55; do
+    [ -f .carry/$c.txz ] && { mkdir -p $G && tar -xJf .carry/$c.txz -C $G --strip-components=1; }
+  done
+  C=fused,symm-layer,unfused-nccl-graph
+  # To 2 MiB: p54 prints a size's times when the next size starts.
+  T=(--build nvcc -b 8 -e 2M -f 8 -n 20 -w 5 --trials 3 --contenders $C)
+  W=(--build nvcc -b 8 -e 8 -n 1 -w 0 --trials 1 --contenders fused)
+  for v in c48 p54; do run build-$v-f32 200 "${E32[@]}" NTHREADS=1 $G/$v/06_symm_bench "${W[@]}"; done
+  run build-p54-bf16 200 "${E32[@]}" NTHREADS=1 $G/p54/06_symm_bench "${W[@]}" --dtype bf16
+  for i in 1 2 3; do
+    for n in 2 1; do
+      for v in c48 p54; do
+        run n$n-$v-$i 60 "${E32[@]}" NTHREADS=$n "${SHARE[@]}" $G/$v/06_symm_bench "${T[@]}" --json $L/n$n-$v-$i.json
+      done
+    done
+  done
+  run n2-bf16-p54 60 "${E32[@]}" NTHREADS=2 "${SHARE[@]}" $G/p54/06_symm_bench "${T[@]}" --dtype bf16 --json $L/n2-bf16-p54.json
+  run n4-p54 90 "${E32[@]}" NTHREADS=4 "${SHARE[@]}" $G/p54/06_symm_bench "${T[@]}" --json $L/n4-p54.json
+  ;;
+perf55)
+  for c in c49 c56; do
+    [ -f .carry/$c.txz ] && { mkdir -p $G && tar -xJf .carry/$c.txz -C $G --strip-components=1; }
+  done
+  side_by_side "c48 c55a c55b" "c55a c55b" no c55b
+  ;;
+perf56)
+  for c in c49 c57; do
+    [ -f .carry/$c.txz ] && { mkdir -p $G && tar -xJf .carry/$c.txz -C $G --strip-components=1; }
+  done
+  side_by_side "c48 c56 c56b" "c48 c56 c56b" yes c56b
+  ;;
+probe57)
+  [ -f .carry/c58.txz ] && { mkdir -p $G && tar -xJf .carry/c58.txz -C $G --strip-components=1; }
+  C=fused,triton,symm-layer,unfused-nccl-graph,unfused05-graph
+  T=(--build nvcc -b 8 -e 256K -f 8 -n 20 -w 5 --trials 3)
+  for d in f32 bf16; do
+    run build-p57-$d 200 "${E32[@]}" NTHREADS=1 $G/p57/06_symm_bench --build nvcc -b 8 -e 8 -n 1 -w 0 --trials 1 --contenders fused,triton --dtype $d
+  done
+  # each: "own" (a module per rank, as HEAD) and "one" (PROBE57_SHARE: one per process)
+  mode() { [ $1 = one ] && echo PROBE57_SHARE=1 || echo PROBE57_OWN=1; }
+  for i in 1 2 3 4; do
+    for n in 2 1 4; do
+      { [ $n = 1 ] && [ $i -gt 2 ]; } && continue
+      { [ $n = 4 ] && [ $i -gt 1 ]; } && continue
+      for m in own one; do
+        run n$n-f32-$m-$i 90 "${E32[@]}" NTHREADS=$n "${SHARE[@]}" $(mode $m) $G/p57/06_symm_bench "${T[@]}" --contenders $C --json $L/n$n-f32-$m-$i.json
+      done
+    done
+  done
+  for i in 1 2; do
+    for m in own one; do
+      run n2-bf16-$m-$i 60 "${E32[@]}" NTHREADS=2 "${SHARE[@]}" $(mode $m) $G/p57/06_symm_bench "${T[@]}" --contenders fused,triton,unfused-nccl-graph --dtype bf16 --json $L/n2-bf16-$m-$i.json
     done
   done
   ;;
