@@ -8,7 +8,7 @@ count is the context's `reserved` word, which no kernel reads. Not
 committed: the library and the lesson's kernel stay as they are."""
 import sys
 
-from probe_edit import HEADER, replace
+from probe_edit import HEADER, one_shot_points, replace
 
 KERNEL = '/layer_tail/kernels/tp_tail.cu'
 
@@ -172,17 +172,7 @@ def build(wt):
     return SYMM_OK;
   }
   const ncclTeam lsa''')
-    replace(h, '''    symm_grid_sync(ctx->grid_sync);
-    __shared__ unsigned int symm_epoch;''', '''    symm_grid_sync(ctx->grid_sync);
-    probe_block0(0);
-    __shared__ unsigned int symm_epoch;''')
-    replace(h, '''    // Every block's sums, visible to every block of the calling kernel.''',
-            '''    probe_block(2);
-    // Every block's sums, visible to every block of the calling kernel.''')
-    replace(h, '''    if (blockIdx.x == 0 && threadIdx.x == 0) *(volatile unsigned int*)epoch_word = epoch;
-    return SYMM_OK;''', '''    if (blockIdx.x == 0 && threadIdx.x == 0) *(volatile unsigned int*)epoch_word = epoch;
-    probe_block0(1);
-    return SYMM_OK;''')
+    one_shot_points(h, 'probe_block0(0);', 'probe_block(2);', 'probe_block0(1);')
     k = wt + KERNEL
     replace(k, '''  void* partial = (char*)buffer + byte_offset;
   // Compute: this rank's term of the layer's output, into the symmetric buffer.

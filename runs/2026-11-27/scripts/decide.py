@@ -5,7 +5,7 @@ c20 adds change 20 (CUDA) to c18. perf21: c21 adds changes 21 (CUDA) and
 23 (Triton) to c17, c22 adds change 22 (CUDA) to c21. perf24: c24 adds
 change 24 (Triton) to c21. perf25: c23 is HEAD f85a061's build, c25 adds
 changes 25 (CUDA) and 26 (Triton), c27 adds 27 (Triton) to c25, c28 adds 28
-(CUDA) to c27; probe29, perf30 to perf34, probe35, perf36 to perf41, perf45, confirm45, perf49, perf49b, perf55 and perf56 in their functions. Prints each ratio
+(CUDA) to c27; probe29, perf30 to perf34, probe35, perf36 to perf41, perf45, confirm45, perf49, perf49b, perf55, perf56, perf57, perf57c and perf57d in their functions. Prints each ratio
 and rule, then "kept: changes ..." on its last line."""
 import json
 import os
@@ -520,12 +520,108 @@ def perf56():
     print("kept: changes", " ".join(kept) if kept else "none")
 
 
+def mean_guard(change, series, prefix, new, old, runs, mean_most, most):
+    """NEW against OLD in SERIES (means over RUNS): the mean ratio over the sizes at most
+    MEAN_MOST and no size above MOST."""
+    m0, m1 = mean(prefix, old, series, runs), mean(prefix, new, series, runs)
+    ratios = {b: m1[b] / m0[b] for b in m0}
+    avg, worst = sum(ratios.values()) / len(ratios), max(ratios, key=ratios.get)
+    good = avg <= mean_most and ratios[worst] <= most
+    print(f"change {change}, {series}, {prefix} against {old}: mean ratio {avg:.3f} (at most "
+          f"{mean_most}), largest {ratios[worst]:.3f} at {worst} B (at most {most})"
+          f"{'' if good else ' FAILS'}")
+    return good
+
+
+def perf57():
+    """Changes 57a (c57a against c48) and 57b (c57b against c57a), PERF_NOTES.md's
+    rule. 57a: at 2 ranks in float32 (three runs) fused CUDA, Triton and symm-layer
+    on average at least 0.25 us less over 8 B to 256 KiB, no size above 1.03;
+    bfloat16 at 2 ranks no size above 1.05; at 1 rank in float32 fused, Triton and
+    the NCCL graph at most 1.01 on average over the sizes, no size above 1.05. 57b:
+    the fused CUDA kernel on average at least 0.2 us less than c57a at 1 and at 2
+    ranks (float32, three runs), no size above 1.03 at 1 rank or 1.05 at 2; 16 and
+    128 MiB at 1 rank at most 1.02. Both: 0 wrong, four stress logs 0 wrong,
+    --bad-input 13 of 13 (on c57b, which holds both)."""
+    a = True
+    for series in ("fused-nccl", "triton-nccl", "symm-layer-nccl"):
+        a = faster("57a", series, "n2-f32", "c57a", "c48", (1, 2, 3), 0.25, 1.03) and a
+    for series in ("fused-nccl", "triton-nccl"):
+        a = no_worse("57a", series, "n2-bf16", "c57a", "c48", (1, 2), 1.05) and a
+    for series in ("fused-nccl", "triton-nccl", "unfused-nccl-graph-nccl"):
+        a = mean_guard("57a", series, "n1-f32", "c57a", "c48", (1, 2, 3), 1.01, 1.05) and a
+    f = "fused-nccl"
+    b = faster("57b", f, "n1-f32", "c57b", "c57a", (1, 2, 3), 0.2, 1.03)
+    b = faster("57b", f, "n2-f32", "c57b", "c57a", (1, 2, 3), 0.2, 1.05) and b
+    for d in ("f32", "bf16"):
+        b = no_worse("57b", f, f"big-{d}", "c57b", "c57a", (1, 2), 1.02) and b
+    for prefix, runs in (("n1-bf16", (1, 2)), ("n2-bf16", (1, 2))):  # not rules: for the record
+        for new, old in (("c57a", "c48"), ("c57b", "c57a")):
+            m0, m1 = mean(prefix, old, f, runs), mean(prefix, new, f, runs)
+            print(f"(for the record) {f}, {prefix}, {new} against {old}: mean difference "
+                  f"{sum(m1[x] - m0[x] for x in m0) / len(m0):+.2f} us")
+    right = all_right("c57b", cases=13, others=("c48", "c57a"))
+    kept = [c for c, k in (("57a", a), ("57b", b)) if k and right]
+    print("kept: changes", " ".join(kept) if kept else "none")
+
+
+def perf57c():
+    """Change 57c (c57c against c48), PERF_NOTES.md's rule: at 2 ranks in float32
+    (three runs) fused CUDA, Triton and symm-layer each on average at least 0.2 us
+    less over 8 B to 256 KiB, no size above 1.03; bfloat16 at 2 ranks fused and
+    Triton no size above 1.05; at 1 rank in float32 fused, Triton and symm-layer at
+    most 1.01 on average over the sizes, no size above 1.05; 16 and 128 MiB at most
+    1.02; 0 wrong, four stress logs 0 wrong, --bad-input 13 of 13. c57a (call
+    362's 57a) runs beside them for the record."""
+    ok = True
+    for series in ("fused-nccl", "triton-nccl", "symm-layer-nccl"):
+        ok = faster("57c", series, "n2-f32", "c57c", "c48", (1, 2, 3), 0.2, 1.03) and ok
+        ok = mean_guard("57c", series, "n1-f32", "c57c", "c48", (1, 2, 3), 1.01, 1.05) and ok
+    for series in ("fused-nccl", "triton-nccl"):
+        ok = no_worse("57c", series, "n2-bf16", "c57c", "c48", (1, 2), 1.05) and ok
+    for d in ("f32", "bf16"):
+        ok = no_worse("57c", "fused-nccl", f"big-{d}", "c57c", "c48", (1, 2), 1.02) and ok
+    for series in ("fused-nccl", "triton-nccl", "symm-layer-nccl"):  # not rules: for the record
+        m0, m1 = mean("n2-f32", "c48", series, (1, 2, 3)), mean("n2-f32", "c57a", series, (1, 2, 3))
+        print(f"(for the record) {series}, n2-f32, c57a against c48: mean difference "
+              f"{sum(m1[b] - m0[b] for b in m0) / len(m0):+.2f} us")
+    right = all_right("c57c", cases=13, others=("c48", "c57a"))
+    print("kept: changes", "57c" if ok and right else "none")
+
+
+def perf57d():
+    """Change 57d (c57d against c48), PERF_NOTES.md's rule: at 2 ranks in float32
+    (three runs) fused CUDA and symm-layer each on average at least 0.25 us less over
+    8 B to 256 KiB, no size above 1.05; Triton (the same SASS as c48's) within 0.3 us
+    on average; bfloat16 at 2 ranks fused no size above 1.05; at 1 rank in float32
+    fused, Triton and symm-layer at most 1.01 on average over the sizes, no size
+    above 1.05; 16 and 128 MiB at most 1.02; 0 wrong, four stress logs 0 wrong,
+    --bad-input 13 of 13."""
+    ok = True
+    for series in ("fused-nccl", "symm-layer-nccl"):
+        ok = faster("57d", series, "n2-f32", "c57d", "c48", (1, 2, 3), 0.25, 1.05) and ok
+    m0, m1 = mean("n2-f32", "c48", "triton-nccl", (1, 2, 3)), mean("n2-f32", "c57d", "triton-nccl", (1, 2, 3))
+    d = sum(m1[b] - m0[b] for b in m0) / len(m0)
+    ok = ok and abs(d) <= 0.3
+    print(f"change 57d, triton-nccl (the control), n2-f32 against c48: mean difference {d:+.2f} us"
+          f" (within 0.3){'' if abs(d) <= 0.3 else ' FAILS'}")
+    ok = no_worse("57d", "fused-nccl", "n2-bf16", "c57d", "c48", (1, 2), 1.05) and ok
+    for series in ("fused-nccl", "triton-nccl", "symm-layer-nccl"):
+        ok = mean_guard("57d", series, "n1-f32", "c57d", "c48", (1, 2, 3), 1.01, 1.05) and ok
+    for dt in ("f32", "bf16"):
+        ok = no_worse("57d", "fused-nccl", f"big-{dt}", "c57d", "c48", (1, 2), 1.02) and ok
+    right = all_right("c57d", cases=13, others=("c48",))
+    print("kept: changes", "57d" if ok and right else "none")
+
+
 OWN = {"probe29": probe29, "perf30": perf30, "perf31": perf31, "perf33": perf33, "perf34": perf34,
        "probe35": probe35, "perf36": lambda: small_gain("36", "c36", "c35", 0.99),
        "perf37": lambda: small_gain("37", "c37", "c35", 0.98), "perf38": perf38,
        "perf39": lambda: triton_tiles("39", 1.03), "perf40": lambda: triton_tiles("40", 1.02),
        "perf41": perf41, "perf45": perf45, "confirm45": confirm45, "perf49": perf49, "perf49b": perf49b,
-       "perf55": perf55, "perf56": perf56}
+       "perf55": perf55, "perf56": perf56,
+       "perf57": perf57, "perf57c": perf57c,
+       "perf57d": perf57d}
 if PART in OWN:  # plans of their own, with means over runs
     OWN[PART]()
     sys.exit(0)

@@ -230,6 +230,21 @@
 #   PART=probe57 carry .carry/c58.txz (patches/probe-57.py's build p57): with
 #               and without PROBE57_SHARE in turn, float32 at 2 ranks four times,
 #               1 rank twice, 4 ranks once; bfloat16 at 2 ranks twice
+#   PART=probe58 carry .carry/c59.txz (patches/probe-58.py's build p58: block
+#               0 of the fused CUDA kernel prints its steps' cycles) and
+#               .carry/c49.txz (c48): the two in turn, float32 at 1 and 2 ranks
+#               twice, bfloat16 once
+#   PART=probe59 carry .carry/c60.txz (patches/probe-59.py's build p59: block
+#               0 of the fused CUDA kernel prints the AllReduce's steps' cycles):
+#               float32 at 2 ranks three times and 1 rank once, bfloat16 at 2
+#               ranks once, 4 ranks once
+#   PART=perf57 carry .carry/c61.txz (c57a: change 57a; c57b: 57a and 57b)
+#               and .carry/c49.txz (c48): as perf56; decide.py perf57
+#   PART=perf57c carry .carry/c62.txz (c57c), .carry/c61.txz (c57a) and
+#               .carry/c49.txz (c48): as perf56, 16 and 128 MiB for c48 and c57c,
+#               no bfloat16 at 1 rank; decide.py perf57c
+#   PART=perf57d carry .carry/c63.txz (c57d) and .carry/c49.txz (c48): as
+#               perf57c with the two; decide.py perf57d
 #   PART=confirm45 carry .carry/c45.txz: p45 and c45 in turn at 1 rank, three
 #               times each, float32, 8 B to 256 KiB; decide.py confirm45
 #   PART=probe46 carry .carry/threads.txz: the committed build's 06_symm_bench
@@ -336,6 +351,21 @@ build_variants() {
   done
 }
 
+# unpack C...: each .carry/C.txz there is, into $G (its builds' folders).
+unpack() {
+  local c
+  for c; do
+    [ -f .carry/$c.txz ] && { mkdir -p $G && tar -xJf .carry/$c.txz -C $G --strip-components=1; }
+  done
+}
+
+# printing_probe CONTENDERS: T, the timed runs' options, and W, a build's, for a
+# probe build that prints a size's times when the next size starts (so to 2 MiB).
+printing_probe() {
+  T=(--build nvcc -b 8 -e 2M -f 8 -n 20 -w 5 --trials 3 --contenders $1)
+  W=(--build nvcc -b 8 -e 8 -n 1 -w 0 --trials 1 --contenders fused)
+}
+
 # stress_and_decide X: the stress mode on build X (float32, bfloat16 and
 # one-region at 2 ranks, float32 at 4), its --bad-input at 2 ranks, then
 # decide.py $PART into decision.txt.
@@ -401,7 +431,7 @@ side_by_side() {
   stress_and_decide $x
 }
 
-case ${PART:?PART=stage|exp1|exp2|perf|perf7|perf8|perf9|perf10|perf11|perf12|perf13|perf14|perf15|perf16|perf17|perf18|perf21|perf24|perf25|probe29|perf30|perf31|perf33|perf34|probe35|perf36|perf37|perf38|perf39|perf40|perf41|probe44|probe45|perf45|confirm45|perf49|perf49b|probe50|probe51|probe52|probe53|probe54|perf55|perf56|probe57|probe46|probe47|probe48|two-gpus|final|stand|sweeps|ncu4|ncu5|ncu3|verify|programs|mps|last|ncu2|ncu1} in
+case ${PART:?PART=stage|exp1|exp2|perf|perf7|perf8|perf9|perf10|perf11|perf12|perf13|perf14|perf15|perf16|perf17|perf18|perf21|perf24|perf25|probe29|perf30|perf31|perf33|perf34|probe35|perf36|perf37|perf38|perf39|perf40|perf41|probe44|probe45|perf45|confirm45|perf49|perf49b|probe50|probe51|probe52|probe53|probe54|perf55|perf56|probe57|probe58|probe59|perf57|perf57c|perf57d|probe46|probe47|probe48|two-gpus|final|stand|sweeps|ncu4|ncu5|ncu3|verify|programs|mps|last|ncu2|ncu1} in
 stage)
   mkdir -p $J /tmp/jit
   if [ -f .nccl/nccl-2.32.3.tar.xz ]; then
@@ -1190,13 +1220,8 @@ probe53)
   done
   ;;
 probe54)
-  for c in c49 c55; do
-    [ -f .carry/$c.txz ] && { mkdir -p $G && tar -xJf .carry/$c.txz -C $G --strip-components=1; }
-  done
-  C=fused,symm-layer,unfused-nccl-graph
-  # To 2 MiB: p54 prints a size's times when the next size starts.
-  T=(--build nvcc -b 8 -e 2M -f 8 -n 20 -w 5 --trials 3 --contenders $C)
-  W=(--build nvcc -b 8 -e 8 -n 1 -w 0 --trials 1 --contenders fused)
+  unpack c49 c55
+  printing_probe fused,symm-layer,unfused-nccl-graph
   for v in c48 p54; do run build-$v-f32 200 "${E32[@]}" NTHREADS=1 $G/$v/06_symm_bench "${W[@]}"; done
   run build-p54-bf16 200 "${E32[@]}" NTHREADS=1 $G/p54/06_symm_bench "${W[@]}" --dtype bf16
   for i in 1 2 3; do
@@ -1210,15 +1235,11 @@ probe54)
   run n4-p54 90 "${E32[@]}" NTHREADS=4 "${SHARE[@]}" $G/p54/06_symm_bench "${T[@]}" --json $L/n4-p54.json
   ;;
 perf55)
-  for c in c49 c56; do
-    [ -f .carry/$c.txz ] && { mkdir -p $G && tar -xJf .carry/$c.txz -C $G --strip-components=1; }
-  done
+  unpack c49 c56
   side_by_side "c48 c55a c55b" "c55a c55b" no c55b
   ;;
 perf56)
-  for c in c49 c57; do
-    [ -f .carry/$c.txz ] && { mkdir -p $G && tar -xJf .carry/$c.txz -C $G --strip-components=1; }
-  done
+  unpack c49 c57
   side_by_side "c48 c56 c56b" "c48 c56 c56b" yes c56b
   ;;
 probe57)
@@ -1244,6 +1265,46 @@ probe57)
       run n2-bf16-$m-$i 60 "${E32[@]}" NTHREADS=2 "${SHARE[@]}" $(mode $m) $G/p57/06_symm_bench "${T[@]}" --contenders fused,triton,unfused-nccl-graph --dtype bf16 --json $L/n2-bf16-$m-$i.json
     done
   done
+  ;;
+probe58)
+  unpack c49 c59
+  printing_probe fused,symm-layer,unfused-nccl-graph
+  for v in c48 p58; do
+    for d in f32 bf16; do run build-$v-$d 200 "${E32[@]}" NTHREADS=1 $G/$v/06_symm_bench "${W[@]}" --dtype $d; done
+  done
+  for i in 1 2; do
+    for n in 1 2; do
+      for v in c48 p58; do
+        run n$n-f32-$v-$i 60 "${E32[@]}" NTHREADS=$n "${SHARE[@]}" $G/$v/06_symm_bench "${T[@]}" --json $L/n$n-f32-$v-$i.json
+      done
+    done
+  done
+  for n in 1 2; do
+    for v in c48 p58; do
+      run n$n-bf16-$v 60 "${E32[@]}" NTHREADS=$n "${SHARE[@]}" $G/$v/06_symm_bench "${T[@]}" --dtype bf16 --json $L/n$n-bf16-$v.json
+    done
+  done
+  ;;
+probe59)
+  unpack c60
+  printing_probe fused
+  for d in f32 bf16; do run build-p59-$d 200 "${E32[@]}" NTHREADS=1 $G/p59/06_symm_bench "${W[@]}" --dtype $d; done
+  for i in 1 2 3; do run n2-f32-p59-$i 60 "${E32[@]}" NTHREADS=2 "${SHARE[@]}" $G/p59/06_symm_bench "${T[@]}" --json $L/n2-f32-p59-$i.json; done
+  run n1-f32-p59-1 60 "${E32[@]}" NTHREADS=1 $G/p59/06_symm_bench "${T[@]}" --json $L/n1-f32-p59-1.json
+  run n2-bf16-p59-1 60 "${E32[@]}" NTHREADS=2 "${SHARE[@]}" $G/p59/06_symm_bench "${T[@]}" --dtype bf16 --json $L/n2-bf16-p59-1.json
+  run n4-f32-p59-1 90 "${E32[@]}" NTHREADS=4 "${SHARE[@]}" $G/p59/06_symm_bench "${T[@]}" --json $L/n4-f32-p59-1.json
+  ;;
+perf57)
+  unpack c49 c61
+  side_by_side "c48 c57a c57b" "c48 c57a c57b" yes c57b
+  ;;
+perf57c)
+  unpack c49 c61 c62
+  side_by_side "c48 c57a c57c" "c48 c57c" no c57c
+  ;;
+perf57d)
+  unpack c49 c63
+  side_by_side "c48 c57d" "c48 c57d" no c57d
   ;;
 confirm45)
   [ -f .carry/c45.txz ] && { mkdir -p $G && tar -xJf .carry/c45.txz -C $G --strip-components=1; }
