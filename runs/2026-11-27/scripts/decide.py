@@ -5,7 +5,7 @@ c20 adds change 20 (CUDA) to c18. perf21: c21 adds changes 21 (CUDA) and
 23 (Triton) to c17, c22 adds change 22 (CUDA) to c21. perf24: c24 adds
 change 24 (Triton) to c21. perf25: c23 is HEAD f85a061's build, c25 adds
 changes 25 (CUDA) and 26 (Triton), c27 adds 27 (Triton) to c25, c28 adds 28
-(CUDA) to c27; probe29, perf30 to perf34, probe35, perf36 to perf41, perf45, confirm45, perf49, perf49b, perf55, perf56, perf57, perf57c and perf57d in their functions. Prints each ratio
+(CUDA) to c27; probe29, perf30 to perf34, probe35, perf36 to perf41, perf45, confirm45, perf49, perf49b, perf55, perf56, perf57, perf57c, perf57d and confirm57d in their functions. Prints each ratio
 and rule, then "kept: changes ..." on its last line."""
 import json
 import os
@@ -614,6 +614,37 @@ def perf57d():
     print("kept: changes", "57d" if ok and right else "none")
 
 
+def medians(prefix, v, series, runs):
+    """Each size's median in SERIES over runs PREFIX-V-1, -2, ..."""
+    ts = [times(f"{prefix}-{v}-{i}", series) for i in runs]
+    return {b: sorted(t[b] for t in ts)[len(ts) // 2] if len(ts) % 2 else
+            sum(sorted(t[b] for t in ts)[len(ts) // 2 - 1:len(ts) // 2 + 1]) / 2 for b in ts[0]}
+
+
+def confirm57d():
+    """Change 57d by medians (c57d against c48), PERF_NOTES.md's rule: at 2 ranks
+    (six runs) fused CUDA and symm-layer each at least 0.2 us less on average over
+    the sizes' medians, Triton within 0.2 us; at 1 rank (two runs) the fused
+    kernel's median ratio at most 1.01 on average. Kept: never this session."""
+    ok = True
+    for series, most in (("fused-nccl", -0.2), ("symm-layer-nccl", -0.2), ("triton-nccl", None)):
+        m0, m1 = medians("n2-f32", "c48", series, range(1, 7)), medians("n2-f32", "c57d", series, range(1, 7))
+        d = sum(m1[b] - m0[b] for b in m0) / len(m0)
+        good = d <= most if most is not None else abs(d) <= 0.2
+        ok = ok and good
+        print(f"57d, {series}, 2 ranks, medians of six: mean difference {d:+.2f} us "
+              f"({'at most ' + str(most) if most is not None else 'within 0.2'}){'' if good else ' FAILS'}")
+        print("  " + " ".join(f"{b}: {m0[b]:.2f} -> {m1[b]:.2f}" for b in sorted(m0)))
+    m0, m1 = medians("n1-f32", "c48", "fused-nccl", (1, 2)), medians("n1-f32", "c57d", "fused-nccl", (1, 2))
+    r = sum(m1[b] / m0[b] for b in m0) / len(m0)
+    ok = ok and r <= 1.01
+    print(f"57d, fused-nccl, 1 rank, medians of two: mean ratio {r:.3f} (at most 1.01)"
+          f"{'' if r <= 1.01 else ' FAILS'}")
+    w = wrong("c57d") + wrong("c48")
+    print(f"wrong elements in timed runs: {w}")
+    print("57d pays:", "yes" if ok and w == 0 else "no", "(nothing is kept this session)")
+
+
 OWN = {"probe29": probe29, "perf30": perf30, "perf31": perf31, "perf33": perf33, "perf34": perf34,
        "probe35": probe35, "perf36": lambda: small_gain("36", "c36", "c35", 0.99),
        "perf37": lambda: small_gain("37", "c37", "c35", 0.98), "perf38": perf38,
@@ -621,7 +652,7 @@ OWN = {"probe29": probe29, "perf30": perf30, "perf31": perf31, "perf33": perf33,
        "perf41": perf41, "perf45": perf45, "confirm45": confirm45, "perf49": perf49, "perf49b": perf49b,
        "perf55": perf55, "perf56": perf56,
        "perf57": perf57, "perf57c": perf57c,
-       "perf57d": perf57d}
+       "perf57d": perf57d, "confirm57d": confirm57d}
 if PART in OWN:  # plans of their own, with means over runs
     OWN[PART]()
     sys.exit(0)

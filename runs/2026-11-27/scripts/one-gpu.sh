@@ -245,6 +245,9 @@
 #               no bfloat16 at 1 rank; decide.py perf57c
 #   PART=perf57d carry .carry/c63.txz (c57d) and .carry/c49.txz (c48): as
 #               perf57c with the two; decide.py perf57d
+#   PART=confirm57d carry .carry/c63.txz (c57d) and .carry/c49.txz (c48): the
+#               two in turn, float32, 2 ranks six times and 1 rank twice;
+#               decide.py confirm57d (by medians)
 #   PART=confirm45 carry .carry/c45.txz: p45 and c45 in turn at 1 rank, three
 #               times each, float32, 8 B to 256 KiB; decide.py confirm45
 #   PART=probe46 carry .carry/threads.txz: the committed build's 06_symm_bench
@@ -431,7 +434,7 @@ side_by_side() {
   stress_and_decide $x
 }
 
-case ${PART:?PART=stage|exp1|exp2|perf|perf7|perf8|perf9|perf10|perf11|perf12|perf13|perf14|perf15|perf16|perf17|perf18|perf21|perf24|perf25|probe29|perf30|perf31|perf33|perf34|probe35|perf36|perf37|perf38|perf39|perf40|perf41|probe44|probe45|perf45|confirm45|perf49|perf49b|probe50|probe51|probe52|probe53|probe54|perf55|perf56|probe57|probe58|probe59|perf57|perf57c|perf57d|probe46|probe47|probe48|two-gpus|final|stand|sweeps|ncu4|ncu5|ncu3|verify|programs|mps|last|ncu2|ncu1} in
+case ${PART:?PART=stage|exp1|exp2|perf|perf7|perf8|perf9|perf10|perf11|perf12|perf13|perf14|perf15|perf16|perf17|perf18|perf21|perf24|perf25|probe29|perf30|perf31|perf33|perf34|probe35|perf36|perf37|perf38|perf39|perf40|perf41|probe44|probe45|perf45|confirm45|perf49|perf49b|probe50|probe51|probe52|probe53|probe54|perf55|perf56|probe57|probe58|probe59|perf57|perf57c|perf57d|confirm57d|probe46|probe47|probe48|two-gpus|final|stand|sweeps|ncu4|ncu5|ncu3|verify|programs|mps|last|ncu2|ncu1} in
 stage)
   mkdir -p $J /tmp/jit
   if [ -f .nccl/nccl-2.32.3.tar.xz ]; then
@@ -1305,6 +1308,23 @@ perf57c)
 perf57d)
   unpack c49 c63
   side_by_side "c48 c57d" "c48 c57d" no c57d
+  ;;
+confirm57d)
+  unpack c49 c63
+  T=(--build nvcc -b 8 -e 256K -f 8 -n 20 -w 5 --trials 3 --contenders fused,triton,symm-layer,unfused-nccl-graph)
+  for v in c48 c57d; do
+    "${E32[@]}" NTHREADS=1 $G/$v/06_symm_bench --build nvcc -b 8 -e 8 -n 1 -w 0 --trials 1 --contenders fused,triton > $L/build-$v-f32.log 2>&1 &
+  done
+  wait
+  for i in 1 2 3 4 5 6; do
+    for n in 2 1; do
+      { [ $n = 1 ] && [ $i -gt 2 ]; } && continue
+      for v in c48 c57d; do
+        run n$n-f32-$v-$i 60 "${E32[@]}" NTHREADS=$n "${SHARE[@]}" $G/$v/06_symm_bench "${T[@]}" --json $L/n$n-f32-$v-$i.json
+      done
+    done
+  done
+  python3 runs/2026-11-27/scripts/decide.py $L $PART > $L/decision.txt 2>&1; cat $L/decision.txt
   ;;
 confirm45)
   [ -f .carry/c45.txz ] && { mkdir -p $G && tar -xJf .carry/c45.txz -C $G --strip-components=1; }
