@@ -543,14 +543,35 @@ __device__ __forceinline__ int symm_check_range(const char* base, unsigned long 
 __device__ __forceinline__ int symm_nccl_all_reduce(const NcclSymmContext* ctx, char* local_ptr,
                                                  size_t byte_offset, size_t num_elements,
                                                  int dtype, size_t element) {
+#if !defined(SYMM_NCCL_C_API)
+  // The communicator's fields and the staging window's descriptor are each a trip to
+  // memory after the context's: both are read before the checks, so that the two trips
+  // overlap, and a check that fails discards them (PERF_NOTES.md, change 57d). Not in
+  // the C API (Triton's bitcode), whose kernel this order made slower (change 57a).
+  const ncclDevComm& comm = *ctx->dev_comm;
+  const int nRanks = ctx->base.world_size, rank = ctx->base.rank;
+  const int lsa_size = comm.lsaSize, lsa_rank = comm.lsaRank;
+  char* early[SYMM_MAX_RANKS];  // the one-shot's staging windows, where it may be taken
+  if (nRanks > 1 && ctx->signal_window != nullptr) {
+#pragma unroll
+    for (int p = 0; p < SYMM_MAX_RANKS; p++) {
+      early[p] = symm_nccl_peer(ctx->signal_window, ncclTeam{}, p < nRanks ? p : 0);
+    }
+  }
+#endif
   size_t offset = 0;
   int rc = symm_check_range((const char*)ctx->local_buffer, ctx->buffer_size, local_ptr,
                             byte_offset, num_elements, element, &offset);
   if (rc != SYMM_OK) return rc;
+#if defined(SYMM_NCCL_C_API)
   const ncclDevComm& comm = *ctx->dev_comm;
   const int nRanks = ctx->base.world_size, rank = ctx->base.rank;
   if (nRanks > SYMM_MAX_RANKS || comm.lsaSize != nRanks || comm.lsaRank != rank)
     return SYMM_ERR_TOPOLOGY;
+#else
+  if (nRanks > SYMM_MAX_RANKS || lsa_size != nRanks || lsa_rank != rank)
+    return SYMM_ERR_TOPOLOGY;
+#endif
   if (ctx->grid_sync == nullptr) return SYMM_ERR_NO_GRID_SYNC;
   if (num_elements == 0) return SYMM_OK;
   if (nRanks == 1) {  // the sum is the input: only make it visible to every block
@@ -566,7 +587,11 @@ __device__ __forceinline__ int symm_nccl_all_reduce(const NcclSymmContext* ctx, 
     char* staging[SYMM_MAX_RANKS];
 #pragma unroll
     for (int p = 0; p < SYMM_MAX_RANKS; p++) {
+#if defined(SYMM_NCCL_C_API)
       staging[p] = symm_nccl_peer(ctx->signal_window, lsa, p < nRanks ? p : 0);
+#else
+      staging[p] = early[p];
+#endif
     }
     unsigned int* epoch_word = (unsigned int*)staging[rank];  // the last call's epoch
     symm_grid_sync(ctx->grid_sync);
