@@ -546,8 +546,9 @@ __device__ __forceinline__ int symm_nccl_all_reduce(const NcclSymmContext* ctx, 
 #if !defined(SYMM_NCCL_C_API)
   // The communicator's fields and the staging window's descriptor are each a trip to
   // memory after the context's: both are read before the checks, so that the two trips
-  // overlap, and a check that fails discards them (PERF_NOTES.md, change 57d). Not in
-  // the C API (Triton's bitcode), whose kernel this order made slower (change 57a).
+  // overlap, and a check that fails discards what was read (PERF_NOTES.md, change 57d;
+  // a context with a bad device pointer in them now faults here, before the checks).
+  // Not in the C API (Triton's bitcode), whose kernel this order made slower (57a).
   const ncclDevComm& comm = *ctx->dev_comm;
   const int nRanks = ctx->base.world_size, rank = ctx->base.rank;
   const int lsa_size = comm.lsaSize, lsa_rank = comm.lsaRank;
