@@ -9,6 +9,7 @@ changes 25 (CUDA) and 26 (Triton), c27 adds 27 (Triton) to c25, c28 adds 28
 and rule, then "kept: changes ..." on its last line."""
 import json
 import os
+import statistics
 import sys
 
 L, PART = sys.argv[1:3]
@@ -441,11 +442,23 @@ def perf49b():
     print("kept: changes", "49b" if ok and right else "none")
 
 
+def mean_difference(m0, m1):
+    """M1 minus M0, two {size: us} maps, on average over the sizes."""
+    return sum(m1[b] - m0[b] for b in m0) / len(m0)
+
+
+def for_the_record(series, prefix, new, old, runs):
+    """Prints NEW's mean difference from OLD in SERIES (means over RUNS): not a rule."""
+    m0, m1 = mean(prefix, old, series, runs), mean(prefix, new, series, runs)
+    print(f"(for the record) {series}, {prefix}, {new} against {old}: mean difference "
+          f"{mean_difference(m0, m1):+.2f} us")
+
+
 def faster(change, series, prefix, new, old, runs, gain, most):
     """NEW against OLD in SERIES (means over RUNS): on average at least GAIN us less
     over 8 B to 256 KiB, and no size above MOST. Prints both; returns the verdict."""
     m0, m1 = mean(prefix, old, series, runs), mean(prefix, new, series, runs)
-    d = sum(m1[b] - m0[b] for b in m0) / len(m0)
+    d = mean_difference(m0, m1)
     r, worst = largest_ratio(prefix, new, old, series, runs)
     good = d <= -gain and r <= most
     print(f"change {change}, {series}, {prefix} against {old}: mean difference {d:+.2f} us "
@@ -508,9 +521,7 @@ def perf56():
         a = no_worse("56", f, f"big-{d}", "c56", "c48", (1, 2), 1.02) and a
     for series in ("unfused-nccl-graph-nccl", "triton-nccl"):  # not rules: what else moved
         for prefix in ("n1-f32", "n2-f32"):
-            m0, m1 = mean(prefix, "c48", series, (1, 2, 3)), mean(prefix, "c56", series, (1, 2, 3))
-            print(f"(for the record) {series}, {prefix}, c56 against c48: mean difference "
-                  f"{sum(m1[b] - m0[b] for b in m0) / len(m0):+.2f} us")
+            for_the_record(series, prefix, "c56", "c48", (1, 2, 3))
     b = faster("56b", f, "n1-f32", "c56b", "c56", (1, 2, 3), 0.15, 1.03)
     b = faster("56b", f, "n2-f32", "c56b", "c56", (1, 2, 3), 0.0, 1.05) and b
     for d in ("f32", "bf16"):
@@ -557,9 +568,7 @@ def perf57():
         b = no_worse("57b", f, f"big-{d}", "c57b", "c57a", (1, 2), 1.02) and b
     for prefix, runs in (("n1-bf16", (1, 2)), ("n2-bf16", (1, 2))):  # not rules: for the record
         for new, old in (("c57a", "c48"), ("c57b", "c57a")):
-            m0, m1 = mean(prefix, old, f, runs), mean(prefix, new, f, runs)
-            print(f"(for the record) {f}, {prefix}, {new} against {old}: mean difference "
-                  f"{sum(m1[x] - m0[x] for x in m0) / len(m0):+.2f} us")
+            for_the_record(f, prefix, new, old, runs)
     right = all_right("c57b", cases=13, others=("c48", "c57a"))
     kept = [c for c, k in (("57a", a), ("57b", b)) if k and right]
     print("kept: changes", " ".join(kept) if kept else "none")
@@ -582,9 +591,7 @@ def perf57c():
     for d in ("f32", "bf16"):
         ok = no_worse("57c", "fused-nccl", f"big-{d}", "c57c", "c48", (1, 2), 1.02) and ok
     for series in ("fused-nccl", "triton-nccl", "symm-layer-nccl"):  # not rules: for the record
-        m0, m1 = mean("n2-f32", "c48", series, (1, 2, 3)), mean("n2-f32", "c57a", series, (1, 2, 3))
-        print(f"(for the record) {series}, n2-f32, c57a against c48: mean difference "
-              f"{sum(m1[b] - m0[b] for b in m0) / len(m0):+.2f} us")
+        for_the_record(series, "n2-f32", "c57a", "c48", (1, 2, 3))
     right = all_right("c57c", cases=13, others=("c48", "c57a"))
     print("kept: changes", "57c" if ok and right else "none")
 
@@ -600,8 +607,8 @@ def perf57d():
     ok = True
     for series in ("fused-nccl", "symm-layer-nccl"):
         ok = faster("57d", series, "n2-f32", "c57d", "c48", (1, 2, 3), 0.25, 1.05) and ok
-    m0, m1 = mean("n2-f32", "c48", "triton-nccl", (1, 2, 3)), mean("n2-f32", "c57d", "triton-nccl", (1, 2, 3))
-    d = sum(m1[b] - m0[b] for b in m0) / len(m0)
+    d = mean_difference(mean("n2-f32", "c48", "triton-nccl", (1, 2, 3)),
+                        mean("n2-f32", "c57d", "triton-nccl", (1, 2, 3)))
     ok = ok and abs(d) <= 0.3
     print(f"change 57d, triton-nccl (the control), n2-f32 against c48: mean difference {d:+.2f} us"
           f" (within 0.3){'' if abs(d) <= 0.3 else ' FAILS'}")
@@ -617,19 +624,19 @@ def perf57d():
 def medians(prefix, v, series, runs):
     """Each size's median in SERIES over runs PREFIX-V-1, -2, ..."""
     ts = [times(f"{prefix}-{v}-{i}", series) for i in runs]
-    return {b: sorted(t[b] for t in ts)[len(ts) // 2] if len(ts) % 2 else
-            sum(sorted(t[b] for t in ts)[len(ts) // 2 - 1:len(ts) // 2 + 1]) / 2 for b in ts[0]}
+    return {b: statistics.median(t[b] for t in ts) for b in ts[0]}
 
 
 def confirm57d():
     """Change 57d by medians (c57d against c48), PERF_NOTES.md's rule: at 2 ranks
     (six runs) fused CUDA and symm-layer each at least 0.2 us less on average over
     the sizes' medians, Triton within 0.2 us; at 1 rank (two runs) the fused
-    kernel's median ratio at most 1.01 on average. Kept: never this session."""
+    kernel's median ratio at most 1.01 on average. It keeps nothing: 57d was kept
+    after call 374's verification."""
     ok = True
     for series, most in (("fused-nccl", -0.2), ("symm-layer-nccl", -0.2), ("triton-nccl", None)):
         m0, m1 = medians("n2-f32", "c48", series, range(1, 7)), medians("n2-f32", "c57d", series, range(1, 7))
-        d = sum(m1[b] - m0[b] for b in m0) / len(m0)
+        d = mean_difference(m0, m1)
         good = d <= most if most is not None else abs(d) <= 0.2
         ok = ok and good
         print(f"57d, {series}, 2 ranks, medians of six: mean difference {d:+.2f} us "
