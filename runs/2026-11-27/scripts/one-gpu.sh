@@ -265,7 +265,8 @@
 #               each; the staging parts as on one): the thread suite at
 #               GPU_TEST_RANKS=2 and the stress mode at 2 ranks (as final), the
 #               fused and unfused contenders side by side at 2 ranks in float32
-#               (twice) and bfloat16, lesson 06 and 06b at 2 ranks
+#               (twice; three times from call 379 on) and bfloat16 (once; twice
+#               from call 379 on), lesson 06 and 06b at 2 ranks
 #   PART=ncu3   carry .carry/threads.txz: ncu on tp_compute (the compute
 #               phase alone, from the unfused05 contender) and tp_tail_fused at
 #               128 MiB, one rank: throughput, memory, stall reasons, scheduler
@@ -324,20 +325,27 @@ suite_and_stress() {
 # Where issue 32's targets stand, on $B's build: the fused kernels and the
 # unfused paths side by side, perf25's sizes and settings, in each dtype named
 # (default both; unfused05-graph, lesson 05b's kernels, sums float32 only).
+# STAND_RUNS=N (from call 377 on; default 1) repeats the small sizes at 1 and 2
+# ranks and the big ones N times in turn, runs 2.. suffixed -2, -3, ...
+# (call 313 ran float32 at 2 ranks twice); scripts/stand.py reads each size by
+# its median over the runs.
 stand() {
-  local d C SMALL BIG R=("${E32[@]}" NTHREADS=1)
-  for d in ${@:-f32 bf16}; do
-    C=(--contenders fused,triton,unfused-nccl-graph); [ $d = f32 ] && C[1]+=,unfused05-graph
-    SMALL=(--build nvcc -b 8 -e 256K -f 8 -n 20 -w 5 --trials 3 "${C[@]}" --dtype $d)
-    BIG=(--build nvcc -b 16M -e 128M -f 8 -n 8 -w 2 --trials 3 "${C[@]}" --dtype $d)
-    run stand-small-$d 60 "${R[@]}" $B/06_symm_bench "${SMALL[@]}" --json $L/stand-small-$d.json
-    run stand-big-$d 60 "${R[@]}" $B/06_symm_bench "${BIG[@]}" --json $L/stand-big-$d.json
-    [ $d = f32 ] && run stand-small-f32-n2 60 "${E32[@]}" NTHREADS=2 "${SHARE[@]}" $B/06_symm_bench "${SMALL[@]}" --json $L/stand-small-f32-n2.json
-    # From call 313 on: a second run at 2 ranks, bfloat16 at 2 ranks, 4 ranks.
-    [ $d = f32 ] && run stand-small-f32-n2-2 60 "${E32[@]}" NTHREADS=2 "${SHARE[@]}" $B/06_symm_bench "${SMALL[@]}" --json $L/stand-small-f32-n2-2.json
-    [ $d = bf16 ] && run stand-small-bf16-n2 60 "${E32[@]}" NTHREADS=2 "${SHARE[@]}" $B/06_symm_bench "${SMALL[@]}" --json $L/stand-small-bf16-n2.json
-    [ $d = f32 ] && run stand-small-f32-n4 90 "${E32[@]}" NTHREADS=4 "${SHARE[@]}" $B/06_symm_bench "${SMALL[@]}" --json $L/stand-small-f32-n4.json
+  local d i s C SMALL BIG R=("${E32[@]}" NTHREADS=1) R2=("${E32[@]}" NTHREADS=2 "${SHARE[@]}")
+  for i in $(seq 1 ${STAND_RUNS:-1}); do
+    s=; [ $i = 1 ] || s=-$i
+    for d in ${@:-f32 bf16}; do
+      C=(--contenders fused,triton,unfused-nccl-graph); [ $d = f32 ] && C[1]+=,unfused05-graph
+      SMALL=(--build nvcc -b 8 -e 256K -f 8 -n 20 -w 5 --trials 3 "${C[@]}" --dtype $d)
+      BIG=(--build nvcc -b 16M -e 128M -f 8 -n 8 -w 2 --trials 3 "${C[@]}" --dtype $d)
+      run stand-small-$d$s 60 "${R[@]}" $B/06_symm_bench "${SMALL[@]}" --json $L/stand-small-$d$s.json
+      run stand-big-$d$s 60 "${R[@]}" $B/06_symm_bench "${BIG[@]}" --json $L/stand-big-$d$s.json
+      run stand-small-$d-n2$s 60 "${R2[@]}" $B/06_symm_bench "${SMALL[@]}" --json $L/stand-small-$d-n2$s.json
+      # Call 313 ran float32 at 2 ranks twice when STAND_RUNS did not exist.
+      [ ${STAND_RUNS:-1} = 1 ] && [ $d = f32 ] && run stand-small-f32-n2-2 60 "${R2[@]}" $B/06_symm_bench "${SMALL[@]}" --json $L/stand-small-f32-n2-2.json
+      [ $i = 1 ] && [ $d = f32 ] && run stand-small-f32-n4 90 "${E32[@]}" NTHREADS=4 "${SHARE[@]}" $B/06_symm_bench "${SMALL[@]}" --json $L/stand-small-f32-n4.json
+    done
   done
+  python3 runs/2026-11-27/scripts/stand.py $L > $L/stand.txt 2>&1; cat $L/stand.txt
 }
 
 # build_variants "V1 V2 ..." [DTYPE...]: builds each variant's modules once
@@ -1389,10 +1397,13 @@ two-gpus)
   suite_and_stress
   C=(--contenders fused,triton,unfused-nccl-graph,unfused05-graph)
   SMALL=(--build nvcc -b 8 -e 256K -f 8 -n 20 -w 5 --trials 3)
-  for i in 1 2; do
+  # Float32 three times and bfloat16 twice from call 379 on (call 325: twice and once).
+  for i in 1 2 3; do
     run stand-small-f32-2gpu-$i 60 "${E32[@]}" NTHREADS=2 $B/06_symm_bench "${SMALL[@]}" "${C[@]}" --json $L/stand-small-f32-2gpu-$i.json
+    [ $i = 3 ] && continue
+    s=; [ $i = 1 ] || s=-$i
+    run stand-small-bf16-2gpu$s 60 "${E32[@]}" NTHREADS=2 $B/06_symm_bench "${SMALL[@]}" --contenders fused,triton,unfused-nccl-graph --dtype bf16 --json $L/stand-small-bf16-2gpu$s.json
   done
-  run stand-small-bf16-2gpu 60 "${E32[@]}" NTHREADS=2 $B/06_symm_bench "${SMALL[@]}" --contenders fused,triton,unfused-nccl-graph --dtype bf16 --json $L/stand-small-bf16-2gpu.json
   run 06-nvcc-2gpu 120 "${E32[@]}" NTHREADS=2 $B/06_symm_primitive --build nvcc
   run 06b-2gpu 120 "${E32[@]}" NTHREADS=2 $B/06b_symm_triton
   ;;
