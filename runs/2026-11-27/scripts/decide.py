@@ -652,6 +652,46 @@ def confirm57d():
     print("57d pays:", "yes" if ok and w == 0 else "no", "(nothing is kept this session)")
 
 
+def perf60():
+    """Changes 60a (c60a: 55a on 57d's tree) and 60 (c60: 60a and whole lines moved in one
+    8-byte load or store), each against c57d (HEAD's GPU code), PERF_NOTES.md's rule, by
+    medians: at 2 ranks (six runs), in bfloat16 the fused CUDA and Triton kernels each at
+    least 0.15 us less on average over the sizes; in float32 each, and symm-layer in both
+    types, at most +0.05; at 1 rank (two runs) the fused kernels' median ratio at most 1.01
+    on average in both types; 0 wrong in every timed run. c60 also needs its four stress logs
+    0 wrong and --bad-input 13 of 13. c60 is kept if it passes; c60a only tells 60's parts
+    apart."""
+    verdicts = {}
+    for new in ("c60a", "c60"):
+        ok = True
+        for dtype, series, most in (("bf16", "fused-nccl", -0.15), ("bf16", "triton-nccl", -0.15),
+                                    ("f32", "fused-nccl", 0.05), ("f32", "triton-nccl", 0.05),
+                                    ("f32", "symm-layer-nccl", 0.05), ("bf16", "symm-layer-nccl", 0.05)):
+            m0 = medians(f"n2-{dtype}", "c57d", series, range(1, 7))
+            m1 = medians(f"n2-{dtype}", new, series, range(1, 7))
+            d = mean_difference(m0, m1)
+            good = d <= most
+            ok = ok and good
+            print(f"{new}, {series}, {dtype}, 2 ranks, medians of six: mean difference {d:+.2f} us "
+                  f"(at most {most:+.2f}){'' if good else ' FAILS'}")
+            print("  " + " ".join(f"{b}: {m0[b]:.2f} -> {m1[b]:.2f}" for b in sorted(m0)))
+        for dtype in ("f32", "bf16"):
+            for series in ("fused-nccl", "triton-nccl"):
+                m0 = medians(f"n1-{dtype}", "c57d", series, (1, 2))
+                m1 = medians(f"n1-{dtype}", new, series, (1, 2))
+                r = sum(m1[b] / m0[b] for b in m0) / len(m0)
+                ok = ok and r <= 1.01
+                print(f"{new}, {series}, {dtype}, 1 rank, medians of two: mean ratio {r:.3f} "
+                      f"(at most 1.01){'' if r <= 1.01 else ' FAILS'}")
+        w = wrong(new)
+        print(f"{new}: wrong elements in timed runs: {w}")
+        verdicts[new] = ok and w == 0
+    print(f"c57d: wrong elements in timed runs: {wrong('c57d')}")
+    checks = all_right("c60", 13, ("c57d",))
+    print("60a pays:", "yes" if verdicts["c60a"] else "no", "(not kept on its own)")
+    print("kept:", "change 60" if verdicts["c60"] and checks else "none")
+
+
 OWN = {"probe29": probe29, "perf30": perf30, "perf31": perf31, "perf33": perf33, "perf34": perf34,
        "probe35": probe35, "perf36": lambda: small_gain("36", "c36", "c35", 0.99),
        "perf37": lambda: small_gain("37", "c37", "c35", 0.98), "perf38": perf38,
@@ -659,7 +699,7 @@ OWN = {"probe29": probe29, "perf30": perf30, "perf31": perf31, "perf33": perf33,
        "perf41": perf41, "perf45": perf45, "confirm45": confirm45, "perf49": perf49, "perf49b": perf49b,
        "perf55": perf55, "perf56": perf56,
        "perf57": perf57, "perf57c": perf57c,
-       "perf57d": perf57d, "confirm57d": confirm57d}
+       "perf57d": perf57d, "confirm57d": confirm57d, "perf60": perf60}
 if PART in OWN:  # plans of their own, with means over runs
     OWN[PART]()
     sys.exit(0)
