@@ -692,6 +692,41 @@ def perf60():
     print("kept:", "change 60" if verdicts["c60"] and checks else "none")
 
 
+def perf60c():
+    """Change 60c (c60c: change 60 in the C API's builds only) against c57d, PERF_NOTES.md's
+    rule, by medians: at 2 ranks (six runs) Triton at least 0.3 us less in bfloat16 and at
+    most +0.05 in float32 on average over the sizes; the fused CUDA kernel and symm-layer
+    (nvcc's builds, c57d's code) within 0.15 in both types; at 1 rank (two runs) the fused
+    kernels' median ratio at most 1.01 on average in both types; 0 wrong in every timed run,
+    four stress logs 0 wrong, --bad-input 13 of 13."""
+    ok = True
+    for dtype, series, low, high in (("bf16", "triton-nccl", None, -0.3),
+                                     ("f32", "triton-nccl", None, 0.05),
+                                     ("f32", "fused-nccl", -0.15, 0.15),
+                                     ("bf16", "fused-nccl", -0.15, 0.15),
+                                     ("f32", "symm-layer-nccl", -0.15, 0.15),
+                                     ("bf16", "symm-layer-nccl", -0.15, 0.15)):
+        m0 = medians(f"n2-{dtype}", "c57d", series, range(1, 7))
+        m1 = medians(f"n2-{dtype}", "c60c", series, range(1, 7))
+        d = mean_difference(m0, m1)
+        good = d <= high and (low is None or d >= low)
+        ok = ok and good
+        bound = f"at most {high:+.2f}" if low is None else f"within {low:+.2f} to {high:+.2f}"
+        print(f"c60c, {series}, {dtype}, 2 ranks, medians of six: mean difference {d:+.2f} us "
+              f"({bound}){'' if good else ' FAILS'}")
+        print("  " + " ".join(f"{b}: {m0[b]:.2f} -> {m1[b]:.2f}" for b in sorted(m0)))
+    for dtype in ("f32", "bf16"):
+        for series in ("fused-nccl", "triton-nccl"):
+            m0 = medians(f"n1-{dtype}", "c57d", series, (1, 2))
+            m1 = medians(f"n1-{dtype}", "c60c", series, (1, 2))
+            r = sum(m1[b] / m0[b] for b in m0) / len(m0)
+            ok = ok and r <= 1.01
+            print(f"c60c, {series}, {dtype}, 1 rank, medians of two: mean ratio {r:.3f} "
+                  f"(at most 1.01){'' if r <= 1.01 else ' FAILS'}")
+    checks = all_right("c60c", 13, ("c57d",))
+    print("kept:", "change 60c" if ok and checks else "none")
+
+
 OWN = {"probe29": probe29, "perf30": perf30, "perf31": perf31, "perf33": perf33, "perf34": perf34,
        "probe35": probe35, "perf36": lambda: small_gain("36", "c36", "c35", 0.99),
        "perf37": lambda: small_gain("37", "c37", "c35", 0.98), "perf38": perf38,
@@ -699,7 +734,8 @@ OWN = {"probe29": probe29, "perf30": perf30, "perf31": perf31, "perf33": perf33,
        "perf41": perf41, "perf45": perf45, "confirm45": confirm45, "perf49": perf49, "perf49b": perf49b,
        "perf55": perf55, "perf56": perf56,
        "perf57": perf57, "perf57c": perf57c,
-       "perf57d": perf57d, "confirm57d": confirm57d, "perf60": perf60}
+       "perf57d": perf57d, "confirm57d": confirm57d, "perf60": perf60,
+       "perf60c": perf60c}
 if PART in OWN:  # plans of their own, with means over runs
     OWN[PART]()
     sys.exit(0)
