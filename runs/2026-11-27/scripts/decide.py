@@ -727,6 +727,40 @@ def perf60c():
     print("kept:", "change 60c" if ok and checks else "none")
 
 
+def confirm60c():
+    """Change 60c again (c60c against c57d): perf60c's rule on eight runs at 2 ranks in
+    each type, the two builds in turn in ABBA order (call 381 lost c60c's first two float32
+    runs to a GPU slow in every series), and two at 1 rank. The stress mode and --bad-input
+    ran in call 381 (0 wrong, 13 of 13); here every timed run must be 0 wrong."""
+    ok = True
+    for dtype, series, low, high in (("bf16", "triton-nccl", None, -0.3),
+                                     ("f32", "triton-nccl", None, 0.05),
+                                     ("f32", "fused-nccl", -0.15, 0.15),
+                                     ("bf16", "fused-nccl", -0.15, 0.15),
+                                     ("f32", "symm-layer-nccl", -0.15, 0.15),
+                                     ("bf16", "symm-layer-nccl", -0.15, 0.15)):
+        m0 = medians(f"n2-{dtype}", "c57d", series, range(1, 9))
+        m1 = medians(f"n2-{dtype}", "c60c", series, range(1, 9))
+        d = mean_difference(m0, m1)
+        good = d <= high and (low is None or d >= low)
+        ok = ok and good
+        bound = f"at most {high:+.2f}" if low is None else f"within {low:+.2f} to {high:+.2f}"
+        print(f"c60c, {series}, {dtype}, 2 ranks, medians of eight: mean difference {d:+.2f} us "
+              f"({bound}){'' if good else ' FAILS'}")
+        print("  " + " ".join(f"{b}: {m0[b]:.2f} -> {m1[b]:.2f}" for b in sorted(m0)))
+    for dtype in ("f32", "bf16"):
+        for series in ("fused-nccl", "triton-nccl"):
+            m0 = medians(f"n1-{dtype}", "c57d", series, (1, 2))
+            m1 = medians(f"n1-{dtype}", "c60c", series, (1, 2))
+            r = sum(m1[b] / m0[b] for b in m0) / len(m0)
+            ok = ok and r <= 1.01
+            print(f"c60c, {series}, {dtype}, 1 rank, medians of two: mean ratio {r:.3f} "
+                  f"(at most 1.01){'' if r <= 1.01 else ' FAILS'}")
+    w = wrong("c60c") + wrong("c57d")
+    print(f"wrong elements in timed runs: {w}")
+    print("c60c pays:", "yes" if ok and w == 0 else "no")
+
+
 OWN = {"probe29": probe29, "perf30": perf30, "perf31": perf31, "perf33": perf33, "perf34": perf34,
        "probe35": probe35, "perf36": lambda: small_gain("36", "c36", "c35", 0.99),
        "perf37": lambda: small_gain("37", "c37", "c35", 0.98), "perf38": perf38,
@@ -735,7 +769,7 @@ OWN = {"probe29": probe29, "perf30": perf30, "perf31": perf31, "perf33": perf33,
        "perf55": perf55, "perf56": perf56,
        "perf57": perf57, "perf57c": perf57c,
        "perf57d": perf57d, "confirm57d": confirm57d, "perf60": perf60,
-       "perf60c": perf60c}
+       "perf60c": perf60c, "confirm60c": confirm60c}
 if PART in OWN:  # plans of their own, with means over runs
     OWN[PART]()
     sys.exit(0)

@@ -256,6 +256,9 @@
 #   PART=perf60c carry .carry/c65.txz (c60c: change 60 in the C API's builds
 #               only) and .carry/c63.txz: as perf60 with c57d and c60c;
 #               decide.py perf60c
+#   PART=confirm60c carry .carry/c65.txz and .carry/c63.txz: c57d and c60c in
+#               ABBA order, eight runs at 2 ranks and two at 1, both types;
+#               decide.py confirm60c (by medians)
 #   PART=confirm45 carry .carry/c45.txz: p45 and c45 in turn at 1 rank, three
 #               times each, float32, 8 B to 256 KiB; decide.py confirm45
 #   PART=probe46 carry .carry/threads.txz: the committed build's 06_symm_bench
@@ -450,7 +453,7 @@ side_by_side() {
   stress_and_decide $x
 }
 
-case ${PART:?PART=stage|exp1|exp2|perf|perf7|perf8|perf9|perf10|perf11|perf12|perf13|perf14|perf15|perf16|perf17|perf18|perf21|perf24|perf25|probe29|perf30|perf31|perf33|perf34|probe35|perf36|perf37|perf38|perf39|perf40|perf41|probe44|probe45|perf45|confirm45|perf49|perf49b|probe50|probe51|probe52|probe53|probe54|perf55|perf56|probe57|probe58|probe59|perf57|perf57c|perf57d|confirm57d|perf60|perf60c|probe46|probe47|probe48|two-gpus|final|stand|sweeps|ncu4|ncu5|ncu3|verify|programs|mps|last|ncu2|ncu1} in
+case ${PART:?PART=stage|exp1|exp2|perf|perf7|perf8|perf9|perf10|perf11|perf12|perf13|perf14|perf15|perf16|perf17|perf18|perf21|perf24|perf25|probe29|perf30|perf31|perf33|perf34|probe35|perf36|perf37|perf38|perf39|perf40|perf41|probe44|probe45|perf45|confirm45|perf49|perf49b|probe50|probe51|probe52|probe53|probe54|perf55|perf56|probe57|probe58|probe59|perf57|perf57c|perf57d|confirm57d|perf60|perf60c|confirm60c|probe46|probe47|probe48|two-gpus|final|stand|sweeps|ncu4|ncu5|ncu3|verify|programs|mps|last|ncu2|ncu1} in
 stage)
   mkdir -p $J /tmp/jit
   if [ -f .nccl/nccl-2.32.3.tar.xz ]; then
@@ -1365,6 +1368,29 @@ perf60|perf60c)
     done
   done
   stress_and_decide ${V##* }
+  ;;
+confirm60c)
+  # c57d and c60c in ABBA order: eight runs at 2 ranks in each type, two at 1 rank.
+  unpack c63 c65
+  T=(--build nvcc -b 8 -e 256K -f 8 -n 20 -w 5 --trials 3 --contenders fused,triton,symm-layer,unfused-nccl-graph)
+  for v in c57d c60c; do
+    for d in f32 bf16; do
+      "${E32[@]}" NTHREADS=1 $G/$v/06_symm_bench --build nvcc -b 8 -e 8 -n 1 -w 0 --trials 1 --contenders fused,triton --dtype $d > $L/build-$v-$d.log 2>&1 &
+    done
+  done
+  wait
+  for i in 1 2 3 4 5 6 7 8; do
+    V="c57d c60c"; [ $((i % 2)) = 0 ] && V="c60c c57d"
+    for n in 2 1; do
+      { [ $n = 1 ] && [ $i -gt 2 ]; } && continue
+      for d in f32 bf16; do
+        for v in $V; do
+          run n$n-$d-$v-$i 60 "${E32[@]}" NTHREADS=$n "${SHARE[@]}" $G/$v/06_symm_bench "${T[@]}" --dtype $d --json $L/n$n-$d-$v-$i.json
+        done
+      done
+    done
+  done
+  python3 runs/2026-11-27/scripts/decide.py $L $PART > $L/decision.txt 2>&1; cat $L/decision.txt
   ;;
 confirm45)
   [ -f .carry/c45.txz ] && { mkdir -p $G && tar -xJf .carry/c45.txz -C $G --strip-components=1; }
