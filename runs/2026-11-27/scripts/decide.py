@@ -652,6 +652,21 @@ def confirm57d():
     print("57d pays:", "yes" if ok and w == 0 else "no", "(nothing is kept this session)")
 
 
+def one_rank_60(new):
+    """Changes 60 and 60c's guard: at 1 rank (two runs) the fused kernels' median ratio to
+    c57d at most 1.01 on average, in both types."""
+    ok = True
+    for dtype in ("f32", "bf16"):
+        for series in ("fused-nccl", "triton-nccl"):
+            m0 = medians(f"n1-{dtype}", "c57d", series, (1, 2))
+            m1 = medians(f"n1-{dtype}", new, series, (1, 2))
+            r = sum(m1[b] / m0[b] for b in m0) / len(m0)
+            ok = ok and r <= 1.01
+            print(f"{new}, {series}, {dtype}, 1 rank, medians of two: mean ratio {r:.3f} "
+                  f"(at most 1.01){'' if r <= 1.01 else ' FAILS'}")
+    return ok
+
+
 def perf60():
     """Changes 60a (c60a: 55a on 57d's tree) and 60 (c60: 60a and whole lines moved in one
     8-byte load or store), each against c57d (HEAD's GPU code), PERF_NOTES.md's rule, by
@@ -675,14 +690,7 @@ def perf60():
             print(f"{new}, {series}, {dtype}, 2 ranks, medians of six: mean difference {d:+.2f} us "
                   f"(at most {most:+.2f}){'' if good else ' FAILS'}")
             print("  " + " ".join(f"{b}: {m0[b]:.2f} -> {m1[b]:.2f}" for b in sorted(m0)))
-        for dtype in ("f32", "bf16"):
-            for series in ("fused-nccl", "triton-nccl"):
-                m0 = medians(f"n1-{dtype}", "c57d", series, (1, 2))
-                m1 = medians(f"n1-{dtype}", new, series, (1, 2))
-                r = sum(m1[b] / m0[b] for b in m0) / len(m0)
-                ok = ok and r <= 1.01
-                print(f"{new}, {series}, {dtype}, 1 rank, medians of two: mean ratio {r:.3f} "
-                      f"(at most 1.01){'' if r <= 1.01 else ' FAILS'}")
+        ok = one_rank_60(new) and ok
         w = wrong(new)
         print(f"{new}: wrong elements in timed runs: {w}")
         verdicts[new] = ok and w == 0
@@ -692,13 +700,11 @@ def perf60():
     print("kept:", "change 60" if verdicts["c60"] and checks else "none")
 
 
-def perf60c():
-    """Change 60c (c60c: change 60 in the C API's builds only) against c57d, PERF_NOTES.md's
-    rule, by medians: at 2 ranks (six runs) Triton at least 0.3 us less in bfloat16 and at
-    most +0.05 in float32 on average over the sizes; the fused CUDA kernel and symm-layer
-    (nvcc's builds, c57d's code) within 0.15 in both types; at 1 rank (two runs) the fused
-    kernels' median ratio at most 1.01 on average in both types; 0 wrong in every timed run,
-    four stress logs 0 wrong, --bad-input 13 of 13."""
+def rule_60c(runs, word):
+    """Change 60c's rule (PERF_NOTES.md), c60c against c57d by medians over RUNS at 2 ranks
+    (WORD says how many): Triton at least 0.3 us less in bfloat16 and at most +0.05 in
+    float32 on average over the sizes; the fused CUDA kernel and symm-layer (nvcc's builds,
+    c57d's code) within 0.15 in both types; and one_rank_60."""
     ok = True
     for dtype, series, low, high in (("bf16", "triton-nccl", None, -0.3),
                                      ("f32", "triton-nccl", None, 0.05),
@@ -706,60 +712,35 @@ def perf60c():
                                      ("bf16", "fused-nccl", -0.15, 0.15),
                                      ("f32", "symm-layer-nccl", -0.15, 0.15),
                                      ("bf16", "symm-layer-nccl", -0.15, 0.15)):
-        m0 = medians(f"n2-{dtype}", "c57d", series, range(1, 7))
-        m1 = medians(f"n2-{dtype}", "c60c", series, range(1, 7))
+        m0 = medians(f"n2-{dtype}", "c57d", series, runs)
+        m1 = medians(f"n2-{dtype}", "c60c", series, runs)
         d = mean_difference(m0, m1)
         good = d <= high and (low is None or d >= low)
         ok = ok and good
         bound = f"at most {high:+.2f}" if low is None else f"within {low:+.2f} to {high:+.2f}"
-        print(f"c60c, {series}, {dtype}, 2 ranks, medians of six: mean difference {d:+.2f} us "
+        print(f"c60c, {series}, {dtype}, 2 ranks, medians of {word}: mean difference {d:+.2f} us "
               f"({bound}){'' if good else ' FAILS'}")
         print("  " + " ".join(f"{b}: {m0[b]:.2f} -> {m1[b]:.2f}" for b in sorted(m0)))
-    for dtype in ("f32", "bf16"):
-        for series in ("fused-nccl", "triton-nccl"):
-            m0 = medians(f"n1-{dtype}", "c57d", series, (1, 2))
-            m1 = medians(f"n1-{dtype}", "c60c", series, (1, 2))
-            r = sum(m1[b] / m0[b] for b in m0) / len(m0)
-            ok = ok and r <= 1.01
-            print(f"c60c, {series}, {dtype}, 1 rank, medians of two: mean ratio {r:.3f} "
-                  f"(at most 1.01){'' if r <= 1.01 else ' FAILS'}")
+    return one_rank_60("c60c") and ok
+
+
+def perf60c():
+    """Change 60c (c60c: change 60 in the C API's builds only) against c57d: rule_60c on six
+    runs; 0 wrong in every timed run, four stress logs 0 wrong, --bad-input 13 of 13."""
+    ok = rule_60c(range(1, 7), "six")
     checks = all_right("c60c", 13, ("c57d",))
     print("kept:", "change 60c" if ok and checks else "none")
 
 
 def confirm60c():
-    """Change 60c again (c60c against c57d): perf60c's rule on eight runs at 2 ranks in
-    each type, the two builds in turn in ABBA order (call 381 lost c60c's first two float32
-    runs to a GPU slow in every series), and two at 1 rank. The stress mode and --bad-input
-    ran in call 381 (0 wrong, 13 of 13); here every timed run must be 0 wrong."""
-    ok = True
-    for dtype, series, low, high in (("bf16", "triton-nccl", None, -0.3),
-                                     ("f32", "triton-nccl", None, 0.05),
-                                     ("f32", "fused-nccl", -0.15, 0.15),
-                                     ("bf16", "fused-nccl", -0.15, 0.15),
-                                     ("f32", "symm-layer-nccl", -0.15, 0.15),
-                                     ("bf16", "symm-layer-nccl", -0.15, 0.15)):
-        m0 = medians(f"n2-{dtype}", "c57d", series, range(1, 9))
-        m1 = medians(f"n2-{dtype}", "c60c", series, range(1, 9))
-        d = mean_difference(m0, m1)
-        good = d <= high and (low is None or d >= low)
-        ok = ok and good
-        bound = f"at most {high:+.2f}" if low is None else f"within {low:+.2f} to {high:+.2f}"
-        print(f"c60c, {series}, {dtype}, 2 ranks, medians of eight: mean difference {d:+.2f} us "
-              f"({bound}){'' if good else ' FAILS'}")
-        print("  " + " ".join(f"{b}: {m0[b]:.2f} -> {m1[b]:.2f}" for b in sorted(m0)))
-    for dtype in ("f32", "bf16"):
-        for series in ("fused-nccl", "triton-nccl"):
-            m0 = medians(f"n1-{dtype}", "c57d", series, (1, 2))
-            m1 = medians(f"n1-{dtype}", "c60c", series, (1, 2))
-            r = sum(m1[b] / m0[b] for b in m0) / len(m0)
-            ok = ok and r <= 1.01
-            print(f"c60c, {series}, {dtype}, 1 rank, medians of two: mean ratio {r:.3f} "
-                  f"(at most 1.01){'' if r <= 1.01 else ' FAILS'}")
+    """Change 60c again (c60c against c57d): rule_60c on eight runs at 2 ranks in each type,
+    the two builds in turn in ABBA order (call 381 lost c60c's first two float32 runs to a
+    GPU slow in every series), and two at 1 rank. The stress mode and --bad-input ran in call
+    381 (0 wrong, 13 of 13); here every timed run must be 0 wrong."""
+    ok = rule_60c(range(1, 9), "eight")
     w = wrong("c60c") + wrong("c57d")
     print(f"wrong elements in timed runs: {w}")
     print("c60c pays:", "yes" if ok and w == 0 else "no")
-
 
 OWN = {"probe29": probe29, "perf30": perf30, "perf31": perf31, "perf33": perf33, "perf34": perf34,
        "probe35": probe35, "perf36": lambda: small_gain("36", "c36", "c35", 0.99),

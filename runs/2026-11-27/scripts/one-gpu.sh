@@ -1345,11 +1345,14 @@ confirm57d)
   done
   python3 runs/2026-11-27/scripts/decide.py $L $PART > $L/decision.txt 2>&1; cat $L/decision.txt
   ;;
-perf60|perf60c)
+perf60|perf60c|confirm60c)
   # c57d (HEAD's GPU code) from .carry/c63.txz; c60a and c60 from .carry/c64.txz,
-  # or (perf60c) c60c from .carry/c65.txz.
+  # or c60c from .carry/c65.txz. perf60 and perf60c: the builds in turn, six runs at
+  # 2 ranks and two at 1 in each type, then the stress mode on the last build;
+  # confirm60c: c57d and c60c in ABBA order, eight runs at 2 ranks.
   unpack c63 c64 c65
-  V="c57d c60a c60"; [ $PART = perf60c ] && V="c57d c60c"
+  V="c57d c60a c60"; [ $PART = perf60 ] || V="c57d c60c"
+  RUNS=6; [ $PART = confirm60c ] && RUNS=8
   T=(--build nvcc -b 8 -e 256K -f 8 -n 20 -w 5 --trials 3 --contenders fused,triton,symm-layer,unfused-nccl-graph)
   for v in $V; do
     for d in f32 bf16; do
@@ -1357,40 +1360,22 @@ perf60|perf60c)
     done
   done
   wait
-  for i in 1 2 3 4 5 6; do
+  for i in $(seq 1 $RUNS); do
+    order=$V; [ $PART = confirm60c ] && [ $((i % 2)) = 0 ] && order="c60c c57d"
     for n in 2 1; do
       { [ $n = 1 ] && [ $i -gt 2 ]; } && continue
       for d in f32 bf16; do
-        for v in $V; do
+        for v in $order; do
           run n$n-$d-$v-$i 60 "${E32[@]}" NTHREADS=$n "${SHARE[@]}" $G/$v/06_symm_bench "${T[@]}" --dtype $d --json $L/n$n-$d-$v-$i.json
         done
       done
     done
   done
-  stress_and_decide ${V##* }
-  ;;
-confirm60c)
-  # c57d and c60c in ABBA order: eight runs at 2 ranks in each type, two at 1 rank.
-  unpack c63 c65
-  T=(--build nvcc -b 8 -e 256K -f 8 -n 20 -w 5 --trials 3 --contenders fused,triton,symm-layer,unfused-nccl-graph)
-  for v in c57d c60c; do
-    for d in f32 bf16; do
-      "${E32[@]}" NTHREADS=1 $G/$v/06_symm_bench --build nvcc -b 8 -e 8 -n 1 -w 0 --trials 1 --contenders fused,triton --dtype $d > $L/build-$v-$d.log 2>&1 &
-    done
-  done
-  wait
-  for i in 1 2 3 4 5 6 7 8; do
-    V="c57d c60c"; [ $((i % 2)) = 0 ] && V="c60c c57d"
-    for n in 2 1; do
-      { [ $n = 1 ] && [ $i -gt 2 ]; } && continue
-      for d in f32 bf16; do
-        for v in $V; do
-          run n$n-$d-$v-$i 60 "${E32[@]}" NTHREADS=$n "${SHARE[@]}" $G/$v/06_symm_bench "${T[@]}" --dtype $d --json $L/n$n-$d-$v-$i.json
-        done
-      done
-    done
-  done
-  python3 runs/2026-11-27/scripts/decide.py $L $PART > $L/decision.txt 2>&1; cat $L/decision.txt
+  if [ $PART = confirm60c ]; then
+    python3 runs/2026-11-27/scripts/decide.py $L $PART > $L/decision.txt 2>&1; cat $L/decision.txt
+  else
+    stress_and_decide ${V##* }
+  fi
   ;;
 confirm45)
   [ -f .carry/c45.txz ] && { mkdir -p $G && tar -xJf .carry/c45.txz -C $G --strip-components=1; }
