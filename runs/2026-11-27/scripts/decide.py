@@ -764,15 +764,17 @@ def kept_runs(ranks, dtype, builds, runs, limit=1.10):
 
 def confirm60c2():
     """Change 60c a third time (c60c against c57d), its rule written before the run with the
-    slow runs left out (kept_runs): ten runs at 2 ranks in each type in ABBA order, and three
-    at 1 rank. By each size's median over the runs left: at 2 ranks Triton at least 0.3 us
+    slow runs left out (kept_runs): ten runs (or CONFIRM_RUNS) at 2 ranks in each type in
+    ABBA order, and three at 1 rank. By each size's median over the runs left: at 2 ranks Triton at least 0.3 us
     less in bfloat16 and at most +0.05 in float32 on average over the sizes, the fused CUDA
     kernel and symm-layer (c57d's code) at most +0.15 in both types; at 1 rank the fused kernels' median
     ratio at most 1.01 on average in both types. Each build needs 5 runs left at 2 ranks and
     2 at 1 rank in each type, else the run says nothing (not kept). 0 wrong in every run."""
     ok, enough = True, True
     for dtype in ("f32", "bf16"):
-        left = kept_runs(2, dtype, ("c57d", "c60c"), range(1, 11))
+        runs = sorted(int(f[:-5].rsplit("-", 1)[1]) for f in os.listdir(L)
+                      if f.startswith(f"n2-{dtype}-c57d-") and f.endswith(".json"))
+        left = kept_runs(2, dtype, ("c57d", "c60c"), runs)
         enough = enough and all(len(r) >= 5 for r in left.values())
         for series, low, high in (("triton-nccl", None, -0.3 if dtype == "bf16" else 0.05),
                                   ("fused-nccl", None, 0.15), ("symm-layer-nccl", None, 0.15)):

@@ -259,7 +259,8 @@
 #   PART=confirm60c carry .carry/c65.txz and .carry/c63.txz: c57d and c60c in
 #               ABBA order, eight runs at 2 ranks and two at 1, both types;
 #               decide.py confirm60c (by medians)
-#   PART=confirm60c2 the same carries: ten runs at 2 ranks and three at 1, ABBA;
+#   PART=confirm60c2 the same carries: ten runs at 2 ranks (CONFIRM_RUNS=N for N)
+#               and three at 1, ABBA;
 #               decide.py confirm60c2 (medians of the runs whose NCCL graph was not
 #               slow)
 #   PART=confirm45 carry .carry/c45.txz: p45 and c45 in turn at 1 rank, three
@@ -1356,7 +1357,7 @@ perf60|perf60c|confirm60c|confirm60c2)
   # at 2 ranks and three at 1.
   unpack c63 c64 c65
   V="c57d c60a c60"; [ $PART = perf60 ] || V="c57d c60c"
-  RUNS=6; [ $PART = confirm60c ] && RUNS=8; [ $PART = confirm60c2 ] && RUNS=10
+  RUNS=6; [ $PART = confirm60c ] && RUNS=8; [ $PART = confirm60c2 ] && RUNS=${CONFIRM_RUNS:-10}
   ONE=2; [ $PART = confirm60c2 ] && ONE=3
   T=(--build nvcc -b 8 -e 256K -f 8 -n 20 -w 5 --trials 3 --contenders fused,triton,symm-layer,unfused-nccl-graph)
   for v in $V; do
