@@ -773,9 +773,7 @@ def confirm60c2():
     2 at 1 rank in each type, else the run says nothing (not kept). 0 wrong in every run."""
     ok, enough = True, True
     for dtype in ("f32", "bf16"):
-        runs = sorted(int(f[:-5].rsplit("-", 1)[1]) for f in os.listdir(L)
-                      if f.startswith(f"n2-{dtype}-c57d-") and f.endswith(".json"))
-        left = kept_runs(2, dtype, ("c57d", "c60c"), runs)
+        left = kept_runs(2, dtype, ("c57d", "c60c"), run_numbers(f"n2-{dtype}-c57d-"))
         enough = enough and all(len(r) >= 5 for r in left.values())
         for series, low, high in (("triton-nccl", None, -0.3 if dtype == "bf16" else 0.05),
                                   ("fused-nccl", None, 0.15), ("symm-layer-nccl", None, 0.15)):
@@ -802,6 +800,67 @@ def confirm60c2():
     print("enough runs left:", "yes" if enough else "no")
     print("c60c pays:", "yes" if ok and enough and w == 0 else "no")
 
+
+def run_numbers(prefix):
+    """The run numbers i of the call's PREFIX<i>.json reports, in order."""
+    return sorted(int(f[len(prefix):-5]) for f in os.listdir(L)
+                  if f.startswith(prefix) and f.endswith(".json") and f[len(prefix):-5].isdigit())
+
+
+def unslowed_runs(ranks, dtype, builds, runs, limit=1.07):
+    """{build: [run, ...]} of the runs n<RANKS>-<DTYPE>-<build>-<i> the GPU did not slow down.
+    The control is the NCCL graph (code no change touches): at each size, its time over the
+    lower quartile of that size's times in every such run of the call. A run slow in every
+    series is slow at every size, so its smallest ratio is over LIMIT (calls 380 to 383: 1.10
+    to 1.20); one whose graph was disturbed at some sizes only has a small ratio somewhere
+    (0.94 to 1.02), and stays. A graph disturbed at every size (2.6 to 2.8 times, twice in
+    those calls) leaves its run out too: it controls nothing."""
+    g = {(v, i): times(f"n{ranks}-{dtype}-{v}-{i}", "unfused-nccl-graph-nccl")
+         for v in builds for i in runs}
+    sizes = list(next(iter(g.values())))
+    ref = {b: sorted(x[b] for x in g.values())[len(g) // 4] for b in sizes}
+    low = {k: min(x[b] / ref[b] for b in sizes) for k, x in g.items()}
+    left = {v: [i for i in runs if low[(v, i)] <= limit] for v in builds}
+    for v in builds:
+        out = [f"{i} ({low[(v, i)]:.2f})" for i in runs if i not in left[v]]
+        print(f"{ranks} rank(s), {dtype}, {v}: runs left out (the NCCL graph's smallest ratio "
+              f"over {limit}): {', '.join(out) if out else 'none'}")
+    return left
+
+
+def confirm60c3():
+    """Change 60c a fourth time (c60c against c57d), written before its run for the next
+    session: as confirm60c2, with unslowed_runs for the control, twelve runs at 2 ranks (or
+    CONFIRM_RUNS) and three at 1, at least 6 and 2 of them left for each build in each type,
+    Triton's float32 guard at +0.15 like the others (calls 380 to 383 read it at -0.07 to
+    +0.08), and the 1-rank guard at 1.015 (identical code read up to 1.0102)."""
+    ok, enough = True, True
+    for dtype in ("f32", "bf16"):
+        left = unslowed_runs(2, dtype, ("c57d", "c60c"), run_numbers(f"n2-{dtype}-c57d-"))
+        enough = enough and all(len(r) >= 6 for r in left.values())
+        for series, high in (("triton-nccl", -0.3 if dtype == "bf16" else 0.15),
+                             ("fused-nccl", 0.15), ("symm-layer-nccl", 0.15)):
+            m0 = medians(f"n2-{dtype}", "c57d", series, left["c57d"])
+            m1 = medians(f"n2-{dtype}", "c60c", series, left["c60c"])
+            d = mean_difference(m0, m1)
+            ok = ok and d <= high
+            print(f"c60c, {series}, {dtype}, 2 ranks, medians of the runs left: mean difference "
+                  f"{d:+.2f} us (at most {high:+.2f}){'' if d <= high else ' FAILS'}")
+            print("  " + " ".join(f"{b}: {m0[b]:.2f} -> {m1[b]:.2f}" for b in sorted(m0)))
+        left = unslowed_runs(1, dtype, ("c57d", "c60c"), run_numbers(f"n1-{dtype}-c57d-"))
+        enough = enough and all(len(r) >= 2 for r in left.values())
+        for series in ("fused-nccl", "triton-nccl"):
+            m0 = medians(f"n1-{dtype}", "c57d", series, left["c57d"])
+            m1 = medians(f"n1-{dtype}", "c60c", series, left["c60c"])
+            r = sum(m1[b] / m0[b] for b in m0) / len(m0)
+            ok = ok and r <= 1.015
+            print(f"c60c, {series}, {dtype}, 1 rank, medians of the runs left: mean ratio {r:.3f} "
+                  f"(at most 1.015){'' if r <= 1.015 else ' FAILS'}")
+    w = wrong("c60c") + wrong("c57d")
+    print(f"wrong elements in timed runs: {w}")
+    print("enough runs left:", "yes" if enough else "no")
+    print("c60c pays:", "yes" if ok and enough and w == 0 else "no")
+
 OWN = {"probe29": probe29, "perf30": perf30, "perf31": perf31, "perf33": perf33, "perf34": perf34,
        "probe35": probe35, "perf36": lambda: small_gain("36", "c36", "c35", 0.99),
        "perf37": lambda: small_gain("37", "c37", "c35", 0.98), "perf38": perf38,
@@ -811,7 +870,8 @@ OWN = {"probe29": probe29, "perf30": perf30, "perf31": perf31, "perf33": perf33,
        "perf57": perf57, "perf57c": perf57c,
        "perf57d": perf57d, "confirm57d": confirm57d, "perf60": perf60,
        "perf60c": perf60c, "confirm60c": confirm60c,
-       "confirm60c2": confirm60c2}
+       "confirm60c2": confirm60c2,
+       "confirm60c3": confirm60c3}
 if PART in OWN:  # plans of their own, with means over runs
     OWN[PART]()
     sys.exit(0)

@@ -263,6 +263,10 @@
 #               and three at 1, ABBA;
 #               decide.py confirm60c2 (medians of the runs whose NCCL graph was not
 #               slow)
+#   PART=confirm60c3 the same carries: twelve runs at 2 ranks (CONFIRM_RUNS=N)
+#               and three at 1, ABBA; decide.py confirm60c3 (the control:
+#               decide.py unslowed_runs); then PART=final STAND=1 on 60c's tree
+#               if it pays
 #   PART=confirm45 carry .carry/c45.txz: p45 and c45 in turn at 1 rank, three
 #               times each, float32, 8 B to 256 KiB; decide.py confirm45
 #   PART=probe46 carry .carry/threads.txz: the committed build's 06_symm_bench
@@ -457,7 +461,7 @@ side_by_side() {
   stress_and_decide $x
 }
 
-case ${PART:?PART=stage|exp1|exp2|perf|perf7|perf8|perf9|perf10|perf11|perf12|perf13|perf14|perf15|perf16|perf17|perf18|perf21|perf24|perf25|probe29|perf30|perf31|perf33|perf34|probe35|perf36|perf37|perf38|perf39|perf40|perf41|probe44|probe45|perf45|confirm45|perf49|perf49b|probe50|probe51|probe52|probe53|probe54|perf55|perf56|probe57|probe58|probe59|perf57|perf57c|perf57d|confirm57d|perf60|perf60c|confirm60c|confirm60c2|probe46|probe47|probe48|two-gpus|final|stand|sweeps|ncu4|ncu5|ncu3|verify|programs|mps|last|ncu2|ncu1} in
+case ${PART:?PART=stage|exp1|exp2|perf|perf7|perf8|perf9|perf10|perf11|perf12|perf13|perf14|perf15|perf16|perf17|perf18|perf21|perf24|perf25|probe29|perf30|perf31|perf33|perf34|probe35|perf36|perf37|perf38|perf39|perf40|perf41|probe44|probe45|perf45|confirm45|perf49|perf49b|probe50|probe51|probe52|probe53|probe54|perf55|perf56|probe57|probe58|probe59|perf57|perf57c|perf57d|confirm57d|perf60|perf60c|confirm60c|confirm60c2|confirm60c3|probe46|probe47|probe48|two-gpus|final|stand|sweeps|ncu4|ncu5|ncu3|verify|programs|mps|last|ncu2|ncu1} in
 stage)
   mkdir -p $J /tmp/jit
   if [ -f .nccl/nccl-2.32.3.tar.xz ]; then
@@ -1349,16 +1353,17 @@ confirm57d)
   done
   python3 runs/2026-11-27/scripts/decide.py $L $PART > $L/decision.txt 2>&1; cat $L/decision.txt
   ;;
-perf60|perf60c|confirm60c|confirm60c2)
+perf60|perf60c|confirm60c|confirm60c2|confirm60c3)
   # c57d (HEAD's GPU code) from .carry/c63.txz; c60a and c60 from .carry/c64.txz,
   # or c60c from .carry/c65.txz. perf60 and perf60c: the builds in turn, six runs at
   # 2 ranks and two at 1 in each type, then the stress mode on the last build;
   # confirm60c: c57d and c60c in ABBA order, eight runs at 2 ranks; confirm60c2: ten
-  # at 2 ranks and three at 1.
+  # at 2 ranks and three at 1; confirm60c3: twelve and three.
   unpack c63 c64 c65
   V="c57d c60a c60"; [ $PART = perf60 ] || V="c57d c60c"
   RUNS=6; [ $PART = confirm60c ] && RUNS=8; [ $PART = confirm60c2 ] && RUNS=${CONFIRM_RUNS:-10}
-  ONE=2; [ $PART = confirm60c2 ] && ONE=3
+  [ $PART = confirm60c3 ] && RUNS=${CONFIRM_RUNS:-12}
+  ONE=2; [ $PART = confirm60c2 ] || [ $PART = confirm60c3 ] && ONE=3
   T=(--build nvcc -b 8 -e 256K -f 8 -n 20 -w 5 --trials 3 --contenders fused,triton,symm-layer,unfused-nccl-graph)
   for v in $V; do
     for d in f32 bf16; do
