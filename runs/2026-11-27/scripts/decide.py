@@ -763,42 +763,46 @@ def kept_runs(ranks, dtype, builds, runs, limit=1.10):
     return left
 
 
-def confirm60c2():
-    """Change 60c a third time (c60c against c57d), its rule written before the run with the
-    slow runs left out (kept_runs): ten runs (or CONFIRM_RUNS) at 2 ranks in each type in
-    ABBA order, and three at 1 rank. By each size's median over the runs left: at 2 ranks Triton at least 0.3 us
-    less in bfloat16 and at most +0.05 in float32 on average over the sizes, the fused CUDA
-    kernel and symm-layer (c57d's code) at most +0.15 in both types; at 1 rank the fused kernels' median
-    ratio at most 1.01 on average in both types. Each build needs 5 runs left at 2 ranks and
-    2 at 1 rank in each type, else the run says nothing (not kept). 0 wrong in every run."""
+def runs_left_rule(select, least, triton_f32, one_rank):
+    """Change 60c (c60c against c57d) by each size's median over the runs SELECT leaves (at
+    least LEAST of each build's at 2 ranks and 2 at 1 rank, in each type): at 2 ranks Triton
+    at least 0.3 us less in bfloat16 and at most TRITON_F32 in float32 on average over the
+    sizes, the fused CUDA kernel and symm-layer (c57d's code) at most +0.15 in both types; at
+    1 rank the fused kernels' median ratio at most ONE_RANK on average; 0 wrong."""
     ok, enough = True, True
     for dtype in ("f32", "bf16"):
-        left = kept_runs(2, dtype, ("c57d", "c60c"), run_numbers(f"n2-{dtype}-c57d-"))
-        enough = enough and all(len(r) >= 5 for r in left.values())
-        for series, low, high in (("triton-nccl", None, -0.3 if dtype == "bf16" else 0.05),
-                                  ("fused-nccl", None, 0.15), ("symm-layer-nccl", None, 0.15)):
+        left = select(2, dtype, ("c57d", "c60c"), run_numbers(f"n2-{dtype}-c57d-"))
+        enough = enough and all(len(r) >= least for r in left.values())
+        for series, high in (("triton-nccl", -0.3 if dtype == "bf16" else triton_f32),
+                             ("fused-nccl", 0.15), ("symm-layer-nccl", 0.15)):
             m0 = medians(f"n2-{dtype}", "c57d", series, left["c57d"])
             m1 = medians(f"n2-{dtype}", "c60c", series, left["c60c"])
             d = mean_difference(m0, m1)
-            good = d <= high and (low is None or d >= low)
-            ok = ok and good
-            bound = f"at most {high:+.2f}" if low is None else f"within {low:+.2f} to {high:+.2f}"
+            ok = ok and d <= high
             print(f"c60c, {series}, {dtype}, 2 ranks, medians of the runs left: mean difference "
-                  f"{d:+.2f} us ({bound}){'' if good else ' FAILS'}")
+                  f"{d:+.2f} us (at most {high:+.2f}){'' if d <= high else ' FAILS'}")
             print("  " + " ".join(f"{b}: {m0[b]:.2f} -> {m1[b]:.2f}" for b in sorted(m0)))
-        left = kept_runs(1, dtype, ("c57d", "c60c"), (1, 2, 3))
+        left = select(1, dtype, ("c57d", "c60c"), run_numbers(f"n1-{dtype}-c57d-"))
         enough = enough and all(len(r) >= 2 for r in left.values())
         for series in ("fused-nccl", "triton-nccl"):
             m0 = medians(f"n1-{dtype}", "c57d", series, left["c57d"])
             m1 = medians(f"n1-{dtype}", "c60c", series, left["c60c"])
             r = sum(m1[b] / m0[b] for b in m0) / len(m0)
-            ok = ok and r <= 1.01
+            ok = ok and r <= one_rank
             print(f"c60c, {series}, {dtype}, 1 rank, medians of the runs left: mean ratio {r:.3f} "
-                  f"(at most 1.01){'' if r <= 1.01 else ' FAILS'}")
+                  f"(at most {one_rank}){'' if r <= one_rank else ' FAILS'}")
     w = wrong("c60c") + wrong("c57d")
     print(f"wrong elements in timed runs: {w}")
     print("enough runs left:", "yes" if enough else "no")
     print("c60c pays:", "yes" if ok and enough and w == 0 else "no")
+
+
+def confirm60c2():
+    """Change 60c a third time (c60c against c57d), its rule written before the run with the
+    slow runs left out by kept_runs: ten runs (or CONFIRM_RUNS) at 2 ranks in each type in
+    ABBA order and three at 1 rank; runs_left_rule with at least 5 runs left, Triton's
+    float32 guard at +0.05 and the 1-rank guard at 1.01."""
+    runs_left_rule(kept_runs, 5, 0.05, 1.01)
 
 
 def run_numbers(prefix):
@@ -834,32 +838,8 @@ def confirm60c3():
     CONFIRM_RUNS) and three at 1, at least 6 and 2 of them left for each build in each type,
     Triton's float32 guard at +0.15 like the others (calls 380 to 383 read it at -0.07 to
     +0.08), and the 1-rank guard at 1.015 (identical code read up to 1.0102)."""
-    ok, enough = True, True
-    for dtype in ("f32", "bf16"):
-        left = unslowed_runs(2, dtype, ("c57d", "c60c"), run_numbers(f"n2-{dtype}-c57d-"))
-        enough = enough and all(len(r) >= 6 for r in left.values())
-        for series, high in (("triton-nccl", -0.3 if dtype == "bf16" else 0.15),
-                             ("fused-nccl", 0.15), ("symm-layer-nccl", 0.15)):
-            m0 = medians(f"n2-{dtype}", "c57d", series, left["c57d"])
-            m1 = medians(f"n2-{dtype}", "c60c", series, left["c60c"])
-            d = mean_difference(m0, m1)
-            ok = ok and d <= high
-            print(f"c60c, {series}, {dtype}, 2 ranks, medians of the runs left: mean difference "
-                  f"{d:+.2f} us (at most {high:+.2f}){'' if d <= high else ' FAILS'}")
-            print("  " + " ".join(f"{b}: {m0[b]:.2f} -> {m1[b]:.2f}" for b in sorted(m0)))
-        left = unslowed_runs(1, dtype, ("c57d", "c60c"), run_numbers(f"n1-{dtype}-c57d-"))
-        enough = enough and all(len(r) >= 2 for r in left.values())
-        for series in ("fused-nccl", "triton-nccl"):
-            m0 = medians(f"n1-{dtype}", "c57d", series, left["c57d"])
-            m1 = medians(f"n1-{dtype}", "c60c", series, left["c60c"])
-            r = sum(m1[b] / m0[b] for b in m0) / len(m0)
-            ok = ok and r <= 1.015
-            print(f"c60c, {series}, {dtype}, 1 rank, medians of the runs left: mean ratio {r:.3f} "
-                  f"(at most 1.015){'' if r <= 1.015 else ' FAILS'}")
-    w = wrong("c60c") + wrong("c57d")
-    print(f"wrong elements in timed runs: {w}")
-    print("enough runs left:", "yes" if enough else "no")
-    print("c60c pays:", "yes" if ok and enough and w == 0 else "no")
+    runs_left_rule(unslowed_runs, 6, 0.15, 1.015)
+
 
 OWN = {"probe29": probe29, "perf30": perf30, "perf31": perf31, "perf33": perf33, "perf34": perf34,
        "probe35": probe35, "perf36": lambda: small_gain("36", "c36", "c35", 0.99),
