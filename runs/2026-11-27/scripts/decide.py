@@ -652,18 +652,26 @@ def confirm57d():
     print("57d pays:", "yes" if ok and w == 0 else "no", "(nothing is kept this session)")
 
 
+def one_rank_ratios(new, dtype, runs0, runs1, most, label):
+    """At 1 rank in DTYPE, the fused kernels' median ratio of NEW (runs RUNS1) to c57d (runs
+    RUNS0), on average over the sizes, at most MOST; LABEL says what the medians are of."""
+    ok = True
+    for series in ("fused-nccl", "triton-nccl"):
+        m0 = medians(f"n1-{dtype}", "c57d", series, runs0)
+        m1 = medians(f"n1-{dtype}", new, series, runs1)
+        r = sum(m1[b] / m0[b] for b in m0) / len(m0)
+        ok = ok and r <= most
+        print(f"{new}, {series}, {dtype}, 1 rank, {label}: mean ratio {r:.3f} "
+              f"(at most {most}){'' if r <= most else ' FAILS'}")
+    return ok
+
+
 def one_rank_60(new):
     """Changes 60 and 60c's guard: at 1 rank (two runs) the fused kernels' median ratio to
     c57d at most 1.01 on average, in both types."""
     ok = True
     for dtype in ("f32", "bf16"):
-        for series in ("fused-nccl", "triton-nccl"):
-            m0 = medians(f"n1-{dtype}", "c57d", series, (1, 2))
-            m1 = medians(f"n1-{dtype}", new, series, (1, 2))
-            r = sum(m1[b] / m0[b] for b in m0) / len(m0)
-            ok = ok and r <= 1.01
-            print(f"{new}, {series}, {dtype}, 1 rank, medians of two: mean ratio {r:.3f} "
-                  f"(at most 1.01){'' if r <= 1.01 else ' FAILS'}")
+        ok = one_rank_ratios(new, dtype, (1, 2), (1, 2), 1.01, "medians of two") and ok
     return ok
 
 
@@ -784,13 +792,8 @@ def runs_left_rule(select, least, triton_f32, one_rank):
             print("  " + " ".join(f"{b}: {m0[b]:.2f} -> {m1[b]:.2f}" for b in sorted(m0)))
         left = select(1, dtype, ("c57d", "c60c"), run_numbers(f"n1-{dtype}-c57d-"))
         enough = enough and all(len(r) >= 2 for r in left.values())
-        for series in ("fused-nccl", "triton-nccl"):
-            m0 = medians(f"n1-{dtype}", "c57d", series, left["c57d"])
-            m1 = medians(f"n1-{dtype}", "c60c", series, left["c60c"])
-            r = sum(m1[b] / m0[b] for b in m0) / len(m0)
-            ok = ok and r <= one_rank
-            print(f"c60c, {series}, {dtype}, 1 rank, medians of the runs left: mean ratio {r:.3f} "
-                  f"(at most {one_rank}){'' if r <= one_rank else ' FAILS'}")
+        ok = one_rank_ratios("c60c", dtype, left["c57d"], left["c60c"], one_rank,
+                             "medians of the runs left") and ok
     w = wrong("c60c") + wrong("c57d")
     print(f"wrong elements in timed runs: {w}")
     print("enough runs left:", "yes" if enough else "no")

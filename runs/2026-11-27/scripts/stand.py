@@ -6,11 +6,12 @@ stand-small-f32-n2-2, ... are one configuration's runs 1, 2, ...), the floor
 notes of the big runs' logs, the default sweeps' wall time, and the stress
 logs' wrong elements.
 
-    scripts/stand.py runs/2026-11-28/call378
+    scripts/stand.py runs/2026-11-28/call377
 
-Prints each target, what was measured and whether it holds, and exits 1 if
-a report or log it needs is missing or unreadable. It judges nothing a report
-does not hold: a configuration that did not run is said to be missing.
+Prints each target, what was measured and whether it holds. It judges nothing
+a report does not hold: a configuration that did not run is said to be
+missing, and its target missed. It exits 1 if the call has no stand report,
+or a big run's log has no floor notes.
 """
 import datetime, glob, json, os, re, statistics, sys
 
@@ -27,14 +28,16 @@ def size(b):
 
 
 def load(call):
-    """{configuration: [report, ...]} of every stand-*.json, in run order."""
-    configs = {}
+    """{configuration: [report, ...]} of every stand-*.json, in run order, and {configuration:
+    [path, ...]} of the reports without ".json" (where the run's log is PATH.log)."""
+    runs = {}
     for path in sorted(glob.glob(os.path.join(call, "stand-*.json"))):
-        name = os.path.basename(path)[: -len(".json")]
-        m = re.fullmatch(r"(.*?)(?:-(\d+))?", name)
+        name = path[: -len(".json")]
+        m = re.fullmatch(r"(.*?)(?:-(\d+))?", os.path.basename(name))
         base, run = m.group(1), int(m.group(2) or 1)  # "-n2" is ranks: no digit after "-"
-        configs.setdefault(base, []).append((run, json.load(open(path))))
-    return {k: [r for _, r in sorted(v, key=lambda x: x[0])] for k, v in configs.items()}
+        runs.setdefault(base, []).append((run, name))
+    names = {k: [n for _, n in sorted(v)] for k, v in runs.items()}
+    return {k: [json.load(open(f"{n}.json")) for n in v] for k, v in names.items()}, names
 
 
 def times(report):
@@ -63,7 +66,7 @@ def verdict(ok):
 
 
 def main(call):
-    configs = load(call)
+    configs, names = load(call)
     if not configs:
         sys.exit(f"error: no stand-*.json in {call}: run PART=final STAND=1 or PART=stand")
     wrong = sum(times(r)[1] for reps in configs.values() for r in reps)
@@ -104,8 +107,8 @@ def main(call):
         # Each run's share of its own floor (the copy rate is measured in each run), then the
         # median over the runs.
         shares = {}
-        for i, report in enumerate(got[1]):
-            log = os.path.join(call, f"stand-big-{d}{'' if i == 0 else f'-{i + 1}'}.log")
+        for name, report in zip(names[f"stand-big-{d}"], got[1]):
+            log = f"{name}.log"
             floors = {int(m.group(2)): float(m.group(3)) for m in re.finditer(
                 r"note:\s+(\S+) (\d+) B: floor ([\d.]+) us", open(log).read())}
             if not floors:
