@@ -146,12 +146,15 @@ static_assert(SYMM_STAGING_BYTES == 128 + 2 * SYMM_MAX_RANKS * 2 * SYMM_ONE_SHOT
 // ---- Small helpers --------------------------------------------------------
 
 #if defined(__clang_llvm_bitcode_lib__)
-// clang's CUDA headers lack the __stcg stores: the library's three, as CUDA's.
+// clang's CUDA headers lack the __stcg stores: the library's four, as CUDA's.
 __device__ __forceinline__ void __stcg(float* p, float v) {
   asm volatile("st.global.cg.f32 [%0], %1;" ::"l"(p), "f"(v) : "memory");
 }
 __device__ __forceinline__ void __stcg(unsigned short* p, unsigned short v) {
   asm volatile("st.global.cg.u16 [%0], %1;" ::"l"(p), "h"(v) : "memory");
+}
+__device__ __forceinline__ void __stcg(uint2* p, uint2 v) {
+  asm volatile("st.global.cg.v2.u32 [%0], {%1, %2};" ::"l"(p), "r"(v.x), "r"(v.y) : "memory");
 }
 __device__ __forceinline__ void __stcg(uint4* p, uint4 v) {
   asm volatile("st.global.cg.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(v.x), "r"(v.y),
@@ -302,6 +305,10 @@ struct SymmElem<SYMM_DTYPE_FLOAT32> {
     return make_uint4(__float_as_uint(acc[0]), __float_as_uint(acc[1]),
                       __float_as_uint(acc[2]), __float_as_uint(acc[3]));
   }
+  // The first 8 bytes' sums (an LL line's data) as they are stored.
+  __device__ static uint2 line(const float (&acc)[PER_VEC]) {
+    return make_uint2(__float_as_uint(acc[0]), __float_as_uint(acc[1]));
+  }
 };
 template <>
 struct SymmElem<SYMM_DTYPE_BFLOAT16> {
@@ -325,6 +332,9 @@ struct SymmElem<SYMM_DTYPE_BFLOAT16> {
   __device__ static uint4 pack(const float (&acc)[PER_VEC]) {
     return make_uint4(pack2(acc[0], acc[1]), pack2(acc[2], acc[3]), pack2(acc[4], acc[5]),
                       pack2(acc[6], acc[7]));
+  }
+  __device__ static uint2 line(const float (&acc)[PER_VEC]) {
+    return make_uint2(pack2(acc[0], acc[1]), pack2(acc[2], acc[3]));
   }
 };
 
@@ -421,9 +431,10 @@ __device__ __forceinline__ void symm_reduce(int dtype, char* const (&peers)[SYMM
 // `staging[p]`: this thread's address of rank p's staging; `mine`: the region.
 // Each 8-byte line goes as {data, flag, data, flag} (one 16-byte store, NCCL's
 // LL protocol) into this rank's slot of every peer's staging; then per line:
-// wait for every peer's flags to be this call's epoch (the last call's, which
-// block 0 records after the second grid barrier, advanced; never 0), sum in
-// rank order, store in place. No round
+// wait for every peer's flags to be this call's epoch (the last call's, in
+// this rank's staging header at `epoch_word`, advanced; never 0; returned, for
+// block 0 to record after the second grid barrier), sum in rank order, store
+// in place (how a thread's lines are loaded and stored: SYMM_LINE_VECTORS). No round
 // with the peers: the halves alternate by the epoch's parity (README.md, "How
 // the call works", has why that is enough).
 
@@ -441,14 +452,36 @@ __device__ __forceinline__ uint4 symm_ld_volatile_line(const uint4* p) {
   return v;
 }
 
+// How the one-shot moves a thread's lines (PERF_NOTES.md, change 60). In the C API's builds
+// (Triton's bitcode, the jit route), a whole 8-byte-aligned line is one 8-byte load and one
+// 8-byte store, and a thread keeps its own first line for its sum, loaded while thread 0 reads
+// the epoch: Triton's kernel 0.8 µs faster in bfloat16 at 2 ranks. In nvcc's builds (the C++
+// API) the same made the fused kernel slower, so they load and store element by element, and
+// load their own line again for the sum.
+#if defined(SYMM_NCCL_C_API)
+#define SYMM_LINE_VECTORS 1
+#else
+#define SYMM_LINE_VECTORS 0
+#endif
+
+// Whether line `line` of a `count`-element region moves as one 8-byte word: whole, 8-byte
+// aligned, and SYMM_LINE_VECTORS.
+template <typename T>
+__device__ __forceinline__ bool symm_line_whole(const T* region, size_t count, size_t line) {
+  return SYMM_LINE_VECTORS && ((uintptr_t)region & 7) == 0 &&
+         (line + 1) * (8 / sizeof(T)) <= count;
+}
+
 // Line `line` of a `count`-element region as two words (0 past the end).
 __device__ __forceinline__ uint2 symm_line_load(const float* region, size_t count, size_t line) {
+  if (symm_line_whole(region, count, line)) return __ldcg((const uint2*)region + line);
   const unsigned int* words = (const unsigned int*)region;
   const size_t i = line * 2;
   return make_uint2(i < count ? __ldcg(words + i) : 0u, i + 1 < count ? __ldcg(words + i + 1) : 0u);
 }
 __device__ __forceinline__ uint2 symm_line_load(const unsigned short* region, size_t count,
                                                 size_t line) {
+  if (symm_line_whole(region, count, line)) return __ldcg((const uint2*)region + line);
   unsigned int h[4];
 #pragma unroll
   for (int j = 0; j < 4; j++) {
@@ -464,15 +497,23 @@ __device__ __forceinline__ unsigned int symm_next_epoch(unsigned int e) {
 }
 
 template <int DTYPE>
-__device__ __forceinline__ void symm_one_shot(char* const (&staging)[SYMM_MAX_RANKS], char* mine,
+__device__ __forceinline__ unsigned int symm_one_shot(char* const (&staging)[SYMM_MAX_RANKS], char* mine,
                                               int rank, int nRanks, size_t count,
-                                              unsigned int epoch) {
+                                              unsigned int* epoch_word) {
   typedef SymmElem<DTYPE> E;
   typedef typename E::T T;
   constexpr int PER_LINE = 8 / sizeof(T);
   const size_t lines = (count + PER_LINE - 1) / PER_LINE;
   const size_t first = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
   const size_t grid = (size_t)gridDim.x * blockDim.x;
+  // SYMM_LINE_VECTORS: this thread's first line, loaded while thread 0 reads the last
+  // call's epoch (one trip to L2 for both), and kept for the sum below.
+  const bool keep = SYMM_LINE_VECTORS && first < lines;
+  const uint2 own = keep ? symm_line_load((const T*)mine, count, first) : make_uint2(0, 0);
+  __shared__ unsigned int symm_epoch;  // read once per block
+  if (threadIdx.x == 0) symm_epoch = symm_next_epoch(*(volatile unsigned int*)epoch_word);
+  __syncthreads();
+  const unsigned int epoch = symm_epoch;
   const size_t half = 128 + (size_t)(epoch & 1u) * SYMM_MAX_RANKS * 2 * SYMM_ONE_SHOT_MAX_BYTES;
   // This rank's slot in every peer's staging, this call's half.
   uint4* out[SYMM_MAX_RANKS];
@@ -485,7 +526,7 @@ __device__ __forceinline__ void symm_one_shot(char* const (&staging)[SYMM_MAX_RA
   }
   // Store every line of this thread into every peer's staging.
   for (size_t l = first; l < lines; l += grid) {
-    const uint2 d = symm_line_load((const T*)mine, count, l);
+    const uint2 d = keep && l == first ? own : symm_line_load((const T*)mine, count, l);
     const uint4 line = make_uint4(d.x, epoch, d.y, epoch);
 #pragma unroll
     for (int p = 0; p < SYMM_MAX_RANKS; p++) {
@@ -500,7 +541,7 @@ __device__ __forceinline__ void symm_one_shot(char* const (&staging)[SYMM_MAX_RA
       if (p >= nRanks) continue;
       uint2 d;
       if (p == rank) {
-        d = symm_line_load((const T*)mine, count, l);
+        d = keep && l == first ? own : symm_line_load((const T*)mine, count, l);
       } else {
         uint4 got;
         do {
@@ -510,12 +551,17 @@ __device__ __forceinline__ void symm_one_shot(char* const (&staging)[SYMM_MAX_RA
       }
       E::add(acc, make_uint4(d.x, d.y, 0u, 0u));
     }
+    if (symm_line_whole((const T*)mine, count, l)) {
+      __stcg((uint2*)mine + l, E::line(acc));
+    } else {
 #pragma unroll
-    for (int j = 0; j < PER_LINE; j++) {
-      const size_t i = l * PER_LINE + j;
-      if (i < count) E::store((T*)mine + i, acc[j]);
+      for (int j = 0; j < PER_LINE; j++) {
+        const size_t i = l * PER_LINE + j;
+        if (i < count) E::store((T*)mine + i, acc[j]);
+      }
     }
   }
+  return epoch;
 }
 
 // Both backends' checks: [local_ptr + byte_offset, + num_elements * element)
@@ -596,16 +642,12 @@ __device__ __forceinline__ int symm_nccl_all_reduce(const NcclSymmContext* ctx, 
     }
     unsigned int* epoch_word = (unsigned int*)staging[rank];  // the last call's epoch
     symm_grid_sync(ctx->grid_sync);
-    __shared__ unsigned int symm_epoch;  // read once per block
-    if (threadIdx.x == 0) symm_epoch = symm_next_epoch(*(volatile unsigned int*)epoch_word);
-    __syncthreads();
-    const unsigned int epoch = symm_epoch;
     char* mine = local_ptr + byte_offset;
-    if (dtype == SYMM_DTYPE_FLOAT32) {
-      symm_one_shot<SYMM_DTYPE_FLOAT32>(staging, mine, rank, nRanks, num_elements, epoch);
-    } else {
-      symm_one_shot<SYMM_DTYPE_BFLOAT16>(staging, mine, rank, nRanks, num_elements, epoch);
-    }
+    const unsigned int epoch =
+        dtype == SYMM_DTYPE_FLOAT32
+            ? symm_one_shot<SYMM_DTYPE_FLOAT32>(staging, mine, rank, nRanks, num_elements, epoch_word)
+            : symm_one_shot<SYMM_DTYPE_BFLOAT16>(staging, mine, rank, nRanks, num_elements,
+                                                 epoch_word);
     // Every block's sums, visible to every block of the calling kernel. Every
     // block has read the epoch by now: block 0 records this call's, which its
     // arrival at the next grid barrier releases to the blocks that read it
