@@ -428,11 +428,12 @@ __device__ __forceinline__ void symm_reduce(int dtype, char* const (&peers)[SYMM
 
 // ---------------------------------------------------------------------------
 // The one-shot over LL lines (NCCL, staging window, <= SYMM_ONE_SHOT_MAX_BYTES).
-// `staging[p]`: this thread's address of rank p's staging; `mine`: the region.
+// `staging[p]`: this thread's address of rank p's staging (any address past
+// nRanks; never read), `home` this rank's; `mine`: the region.
 // Each 8-byte line goes as {data, flag, data, flag} (one 16-byte store, NCCL's
 // LL protocol) into this rank's slot of every peer's staging; then per line:
 // wait for every peer's flags to be this call's epoch (the last call's, in
-// this rank's staging header at `epoch_word`, advanced; never 0; returned, for
+// the first word of `home`, advanced; never 0; returned, for
 // block 0 to record after the second grid barrier), sum in rank order, store
 // in place (how a thread's lines are loaded and stored: SYMM_LINE_VECTORS). No round
 // with the peers: the halves alternate by the epoch's parity (README.md, "How
@@ -491,15 +492,26 @@ __device__ __forceinline__ uint2 symm_line_load(const unsigned short* region, si
   return make_uint2(h[0] | h[1] << 16, h[2] | h[3] << 16);
 }
 
+// a[i] for an i known only at run time, chosen among the elements rather than indexed: an
+// array indexed by a run-time value is kept in local memory (the stack), and the one-shot
+// then reads its peers' addresses back from there after the first grid barrier
+// (PERF_NOTES.md, change 61).
+__device__ __forceinline__ char* symm_pick(char* const (&a)[SYMM_MAX_RANKS], int i) {
+  char* r = a[0];
+#pragma unroll
+  for (int p = 1; p < SYMM_MAX_RANKS; p++) r = p == i ? a[p] : r;
+  return r;
+}
+
 // After `e`: never 0 (the zeroed flags), always the other parity (at the wrap too).
 __device__ __forceinline__ unsigned int symm_next_epoch(unsigned int e) {
   return e == 0xffffffffu ? 2u : e + 1u;
 }
 
 template <int DTYPE>
-__device__ __forceinline__ unsigned int symm_one_shot(char* const (&staging)[SYMM_MAX_RANKS], char* mine,
-                                              int rank, int nRanks, size_t count,
-                                              unsigned int* epoch_word) {
+__device__ __forceinline__ unsigned int symm_one_shot(char* const (&staging)[SYMM_MAX_RANKS],
+                                                      char* home, char* mine, int rank,
+                                                      int nRanks, size_t count) {
   typedef SymmElem<DTYPE> E;
   typedef typename E::T T;
   constexpr int PER_LINE = 8 / sizeof(T);
@@ -511,7 +523,7 @@ __device__ __forceinline__ unsigned int symm_one_shot(char* const (&staging)[SYM
   const bool keep = SYMM_LINE_VECTORS && first < lines;
   const uint2 own = keep ? symm_line_load((const T*)mine, count, first) : make_uint2(0, 0);
   __shared__ unsigned int symm_epoch;  // read once per block
-  if (threadIdx.x == 0) symm_epoch = symm_next_epoch(*(volatile unsigned int*)epoch_word);
+  if (threadIdx.x == 0) symm_epoch = symm_next_epoch(*(volatile unsigned int*)home);
   __syncthreads();
   const unsigned int epoch = symm_epoch;
   const size_t half = 128 + (size_t)(epoch & 1u) * SYMM_MAX_RANKS * 2 * SYMM_ONE_SHOT_MAX_BYTES;
@@ -521,8 +533,8 @@ __device__ __forceinline__ unsigned int symm_one_shot(char* const (&staging)[SYM
 #pragma unroll
   for (int p = 0; p < SYMM_MAX_RANKS; p++) {
     const size_t slot = half + (size_t)(p < nRanks ? rank : 0) * 2 * SYMM_ONE_SHOT_MAX_BYTES;
-    out[p] = (uint4*)(staging[p < nRanks ? p : 0] + slot);
-    in[p] = (const uint4*)(staging[rank] + half + (size_t)p * 2 * SYMM_ONE_SHOT_MAX_BYTES);
+    out[p] = (uint4*)(staging[p] + slot);
+    in[p] = (const uint4*)(home + half + (size_t)p * 2 * SYMM_ONE_SHOT_MAX_BYTES);
   }
   // Store every line of this thread into every peer's staging.
   for (size_t l = first; l < lines; l += grid) {
@@ -640,21 +652,21 @@ __device__ __forceinline__ int symm_nccl_all_reduce(const NcclSymmContext* ctx, 
       staging[p] = early[p];
 #endif
     }
-    unsigned int* epoch_word = (unsigned int*)staging[rank];  // the last call's epoch
+    char* home = symm_pick(staging, rank);  // its first word: the last call's epoch
     symm_grid_sync(ctx->grid_sync);
     char* mine = local_ptr + byte_offset;
     const unsigned int epoch =
         dtype == SYMM_DTYPE_FLOAT32
-            ? symm_one_shot<SYMM_DTYPE_FLOAT32>(staging, mine, rank, nRanks, num_elements, epoch_word)
-            : symm_one_shot<SYMM_DTYPE_BFLOAT16>(staging, mine, rank, nRanks, num_elements,
-                                                 epoch_word);
+            ? symm_one_shot<SYMM_DTYPE_FLOAT32>(staging, home, mine, rank, nRanks, num_elements)
+            : symm_one_shot<SYMM_DTYPE_BFLOAT16>(staging, home, mine, rank, nRanks,
+                                                 num_elements);
     // Every block's sums, visible to every block of the calling kernel. Every
     // block has read the epoch by now: block 0 records this call's, which its
     // arrival at the next grid barrier releases to the blocks that read it
     // after that barrier. Two flips of the count's top bit per call leave
     // words[1] what the two-shot's symm_grid_barrier expects (README.md).
     symm_grid_sync(ctx->grid_sync);
-    if (blockIdx.x == 0 && threadIdx.x == 0) *(volatile unsigned int*)epoch_word = epoch;
+    if (blockIdx.x == 0 && threadIdx.x == 0) *(volatile unsigned int*)home = epoch;
     return SYMM_OK;
   }
 
