@@ -771,15 +771,16 @@ def kept_runs(ranks, dtype, builds, runs, limit=1.10):
     return left
 
 
-def runs_left_rule(select, least, triton_f32, one_rank):
+def runs_left_rule(select, least, triton_f32, one_rank, builds=("c57d", "c60c")):
     """Change 60c (c60c against c57d) by each size's median over the runs SELECT leaves (at
     least LEAST of each build's at 2 ranks and 2 at 1 rank, in each type): at 2 ranks Triton
     at least 0.3 us less in bfloat16 and at most TRITON_F32 in float32 on average over the
     sizes, the fused CUDA kernel and symm-layer (c57d's code) at most +0.15 in both types; at
-    1 rank the fused kernels' median ratio at most ONE_RANK on average; 0 wrong."""
+    1 rank the fused kernels' median ratio at most ONE_RANK on average; 0 wrong. SELECT's
+    control reads every run of BUILDS. Returns whether 60c pays."""
     ok, enough = True, True
     for dtype in ("f32", "bf16"):
-        left = select(2, dtype, ("c57d", "c60c"), run_numbers(f"n2-{dtype}-c57d-"))
+        left = select(2, dtype, builds, run_numbers(f"n2-{dtype}-c57d-"))
         enough = enough and all(len(r) >= least for r in left.values())
         for series, high in (("triton-nccl", -0.3 if dtype == "bf16" else triton_f32),
                              ("fused-nccl", 0.15), ("symm-layer-nccl", 0.15)):
@@ -790,7 +791,7 @@ def runs_left_rule(select, least, triton_f32, one_rank):
             print(f"c60c, {series}, {dtype}, 2 ranks, medians of the runs left: mean difference "
                   f"{d:+.2f} us (at most {high:+.2f}){'' if d <= high else ' FAILS'}")
             print("  " + " ".join(f"{b}: {m0[b]:.2f} -> {m1[b]:.2f}" for b in sorted(m0)))
-        left = select(1, dtype, ("c57d", "c60c"), run_numbers(f"n1-{dtype}-c57d-"))
+        left = select(1, dtype, builds, run_numbers(f"n1-{dtype}-c57d-"))
         enough = enough and all(len(r) >= 2 for r in left.values())
         ok = one_rank_ratios("c60c", dtype, left["c57d"], left["c60c"], one_rank,
                              "medians of the runs left") and ok
@@ -798,6 +799,7 @@ def runs_left_rule(select, least, triton_f32, one_rank):
     print(f"wrong elements in timed runs: {w}")
     print("enough runs left:", "yes" if enough else "no")
     print("c60c pays:", "yes" if ok and enough and w == 0 else "no")
+    return ok and enough and w == 0
 
 
 def confirm60c2():
@@ -844,6 +846,54 @@ def confirm60c3():
     runs_left_rule(unslowed_runs, 6, 0.15, 1.015)
 
 
+def confirm61():
+    """Changes 60c and 61 in one call (PERF_NOTES.md, written before its run): c57d (HEAD's
+    GPU code), c60c and c61 (60c, and the one-shot's staging addresses chosen rather than
+    indexed by the rank, so that they stay in registers) in turn, twelve runs at 2 ranks (or
+    CONFIRM_RUNS) and three at 1 in each type, the runs left by unslowed_runs over the three
+    builds. 60c: confirm60c3's rule. 61 against c60c, by each size's median over the runs
+    left (at least 6 of each build's at 2 ranks and 2 at 1 rank, in each type): at 2 ranks
+    the mean difference over the sizes, averaged over the six series (the fused CUDA kernel,
+    Triton and symm-layer, in both types), at most -0.10 us, and no series' above +0.15; at
+    1 rank the fused kernels' median ratio at most 1.015 on average in both types; 0 wrong.
+    Kept: 61 (with 60c) if both pay, 60c alone if 61 does not, else none."""
+    builds = ("c57d", "c60c", "c61")
+    pays60c = runs_left_rule(unslowed_runs, 6, 0.15, 1.015, builds)
+    ok, enough, diffs = True, True, []
+    for dtype in ("f32", "bf16"):
+        left = unslowed_runs(2, dtype, builds, run_numbers(f"n2-{dtype}-c57d-"))
+        enough = enough and all(len(left[v]) >= 6 for v in ("c60c", "c61"))
+        for series in ("fused-nccl", "triton-nccl", "symm-layer-nccl"):
+            m0 = medians(f"n2-{dtype}", "c60c", series, left["c60c"])
+            m1 = medians(f"n2-{dtype}", "c61", series, left["c61"])
+            d = mean_difference(m0, m1)
+            diffs.append(d)
+            ok = ok and d <= 0.15
+            print(f"c61, {series}, {dtype}, 2 ranks, against c60c, medians of the runs left: "
+                  f"mean difference {d:+.2f} us (at most +0.15){'' if d <= 0.15 else ' FAILS'}")
+            print("  " + " ".join(f"{b}: {m0[b]:.2f} -> {m1[b]:.2f}" for b in sorted(m0)))
+        left = unslowed_runs(1, dtype, builds, run_numbers(f"n1-{dtype}-c57d-"))
+        enough = enough and all(len(left[v]) >= 2 for v in ("c60c", "c61"))
+        for series in ("fused-nccl", "triton-nccl"):
+            m0 = medians(f"n1-{dtype}", "c60c", series, left["c60c"])
+            m1 = medians(f"n1-{dtype}", "c61", series, left["c61"])
+            r = sum(m1[b] / m0[b] for b in m0) / len(m0)
+            ok = ok and r <= 1.015
+            print(f"c61, {series}, {dtype}, 1 rank, against c60c, medians of the runs left: "
+                  f"mean ratio {r:.3f} (at most 1.015){'' if r <= 1.015 else ' FAILS'}")
+    mean = sum(diffs) / len(diffs)
+    ok = ok and mean <= -0.10
+    print(f"c61 against c60c, 2 ranks, the six series' mean difference: {mean:+.2f} us "
+          f"(at most -0.10){'' if mean <= -0.10 else ' FAILS'}")
+    w = wrong("c61")
+    print(f"c61: wrong elements in timed runs: {w}")
+    print("enough runs left for 61:", "yes" if enough else "no")
+    pays61 = ok and enough and w == 0
+    print("c61 pays:", "yes" if pays61 else "no")
+    print("kept:", "changes 60c and 61" if pays60c and pays61 else
+          "change 60c" if pays60c else "none")
+
+
 OWN = {"probe29": probe29, "perf30": perf30, "perf31": perf31, "perf33": perf33, "perf34": perf34,
        "probe35": probe35, "perf36": lambda: small_gain("36", "c36", "c35", 0.99),
        "perf37": lambda: small_gain("37", "c37", "c35", 0.98), "perf38": perf38,
@@ -854,7 +904,7 @@ OWN = {"probe29": probe29, "perf30": perf30, "perf31": perf31, "perf33": perf33,
        "perf57d": perf57d, "confirm57d": confirm57d, "perf60": perf60,
        "perf60c": perf60c, "confirm60c": confirm60c,
        "confirm60c2": confirm60c2,
-       "confirm60c3": confirm60c3}
+       "confirm60c3": confirm60c3, "confirm61": confirm61}
 if PART in OWN:  # plans of their own, with means over runs
     OWN[PART]()
     sys.exit(0)

@@ -267,6 +267,10 @@
 #               and three at 1, ABBA; decide.py confirm60c3 (the control:
 #               decide.py unslowed_runs); then PART=final STAND=1 on 60c's tree
 #               if it pays
+#   PART=confirm61 carry .carry/c63.txz, .carry/c65.txz and .carry/c66.txz: c57d,
+#               c60c and c61 in turn, twelve runs at 2 ranks (CONFIRM_RUNS=N) and
+#               three at 1; decide.py confirm61; then PART=final STAND=1 on the
+#               kept tree
 #   PART=confirm45 carry .carry/c45.txz: p45 and c45 in turn at 1 rank, three
 #               times each, float32, 8 B to 256 KiB; decide.py confirm45
 #   PART=probe46 carry .carry/threads.txz: the committed build's 06_symm_bench
@@ -461,7 +465,7 @@ side_by_side() {
   stress_and_decide $x
 }
 
-case ${PART:?PART=stage|exp1|exp2|perf|perf7|perf8|perf9|perf10|perf11|perf12|perf13|perf14|perf15|perf16|perf17|perf18|perf21|perf24|perf25|probe29|perf30|perf31|perf33|perf34|probe35|perf36|perf37|perf38|perf39|perf40|perf41|probe44|probe45|perf45|confirm45|perf49|perf49b|probe50|probe51|probe52|probe53|probe54|perf55|perf56|probe57|probe58|probe59|perf57|perf57c|perf57d|confirm57d|perf60|perf60c|confirm60c|confirm60c2|confirm60c3|probe46|probe47|probe48|two-gpus|final|stand|sweeps|ncu4|ncu5|ncu3|verify|programs|mps|last|ncu2|ncu1} in
+case ${PART:?PART=stage|exp1|exp2|perf|perf7|perf8|perf9|perf10|perf11|perf12|perf13|perf14|perf15|perf16|perf17|perf18|perf21|perf24|perf25|probe29|perf30|perf31|perf33|perf34|probe35|perf36|perf37|perf38|perf39|perf40|perf41|probe44|probe45|perf45|confirm45|perf49|perf49b|probe50|probe51|probe52|probe53|probe54|perf55|perf56|probe57|probe58|probe59|perf57|perf57c|perf57d|confirm57d|perf60|perf60c|confirm60c|confirm60c2|confirm60c3|confirm61|probe46|probe47|probe48|two-gpus|final|stand|sweeps|ncu4|ncu5|ncu3|verify|programs|mps|last|ncu2|ncu1} in
 stage)
   mkdir -p $J /tmp/jit
   if [ -f .nccl/nccl-2.32.3.tar.xz ]; then
@@ -1387,6 +1391,37 @@ perf60|perf60c|confirm60c|confirm60c2|confirm60c3)
   else
     stress_and_decide ${V##* }
   fi
+  ;;
+confirm61)
+  # c57d (.carry/c63.txz), c60c (.carry/c65.txz) and c61 (.carry/c66.txz: 60c and the
+  # one-shot's staging addresses in registers) in turn, each first, second and third in
+  # as many runs: twelve runs at 2 ranks (CONFIRM_RUNS=N) and three at 1, both types.
+  unpack c63 c65 c66
+  V="c57d c60c c61"
+  RUNS=${CONFIRM_RUNS:-12}
+  T=(--build nvcc -b 8 -e 256K -f 8 -n 20 -w 5 --trials 3 --contenders fused,triton,symm-layer,unfused-nccl-graph)
+  for v in $V; do
+    for d in f32 bf16; do
+      "${E32[@]}" NTHREADS=1 $G/$v/06_symm_bench --build nvcc -b 8 -e 8 -n 1 -w 0 --trials 1 --contenders fused,triton --dtype $d > $L/build-$v-$d.log 2>&1 &
+    done
+  done
+  wait
+  for i in $(seq 1 $RUNS); do
+    case $((i % 3)) in
+      1) order="c57d c60c c61" ;;
+      2) order="c60c c61 c57d" ;;
+      0) order="c61 c57d c60c" ;;
+    esac
+    for n in 2 1; do
+      { [ $n = 1 ] && [ $i -gt 3 ]; } && continue
+      for d in f32 bf16; do
+        for v in $order; do
+          run n$n-$d-$v-$i 60 "${E32[@]}" NTHREADS=$n "${SHARE[@]}" $G/$v/06_symm_bench "${T[@]}" --dtype $d --json $L/n$n-$d-$v-$i.json
+        done
+      done
+    done
+  done
+  python3 runs/2026-11-27/scripts/decide.py $L $PART > $L/decision.txt 2>&1; cat $L/decision.txt
   ;;
 confirm45)
   [ -f .carry/c45.txz ] && { mkdir -p $G && tar -xJf .carry/c45.txz -C $G --strip-components=1; }
