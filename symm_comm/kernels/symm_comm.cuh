@@ -435,7 +435,7 @@ __device__ __forceinline__ void symm_reduce(int dtype, char* const (&peers)[SYMM
 // wait for every peer's flags to be this call's epoch (the last call's, in
 // the first word of `home`, advanced; never 0; returned, for
 // block 0 to record after the second grid barrier), sum in rank order, store
-// in place (a whole line in one 8-byte load and one store). No round
+// in place (how a thread's lines are loaded and stored: SYMM_LINE_VECTORS). No round
 // with the peers: the halves alternate by the epoch's parity (README.md, "How
 // the call works", has why that is enough).
 
@@ -453,12 +453,24 @@ __device__ __forceinline__ uint4 symm_ld_volatile_line(const uint4* p) {
   return v;
 }
 
-// Whether line `line` of a `count`-element region moves as one 8-byte word, not element by
-// element: whole and 8-byte aligned (PERF_NOTES.md, changes 60 and 62: bfloat16's four 2-byte
-// loads and stores a line cost its exchange up to 0.8 µs at 2 ranks).
+// How the one-shot moves a thread's lines (PERF_NOTES.md, change 60). In the C API's builds
+// (Triton's bitcode, the jit route), a whole 8-byte-aligned line is one 8-byte load and one
+// 8-byte store, and a thread keeps its own first line for its sum, loaded while thread 0 reads
+// the epoch: Triton's kernel 0.8 µs faster in bfloat16 at 2 ranks. In nvcc's builds (the C++
+// API) the same made the fused kernel slower, so they load and store element by element, and
+// load their own line again for the sum.
+#if defined(SYMM_NCCL_C_API)
+#define SYMM_LINE_VECTORS 1
+#else
+#define SYMM_LINE_VECTORS 0
+#endif
+
+// Whether line `line` of a `count`-element region moves as one 8-byte word: whole, 8-byte
+// aligned, and SYMM_LINE_VECTORS.
 template <typename T>
 __device__ __forceinline__ bool symm_line_whole(const T* region, size_t count, size_t line) {
-  return ((uintptr_t)region & 7) == 0 && (line + 1) * (8 / sizeof(T)) <= count;
+  return SYMM_LINE_VECTORS && ((uintptr_t)region & 7) == 0 &&
+         (line + 1) * (8 / sizeof(T)) <= count;
 }
 
 // Line `line` of a `count`-element region as two words (0 past the end).
@@ -506,9 +518,9 @@ __device__ __forceinline__ unsigned int symm_one_shot(char* const (&staging)[SYM
   const size_t lines = (count + PER_LINE - 1) / PER_LINE;
   const size_t first = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
   const size_t grid = (size_t)gridDim.x * blockDim.x;
-  // This thread's first line, loaded while thread 0 reads the last call's epoch (one trip
-  // to L2 for both), and kept for the sum below.
-  const bool keep = first < lines;
+  // SYMM_LINE_VECTORS: this thread's first line, loaded while thread 0 reads the last
+  // call's epoch (one trip to L2 for both), and kept for the sum below.
+  const bool keep = SYMM_LINE_VECTORS && first < lines;
   const uint2 own = keep ? symm_line_load((const T*)mine, count, first) : make_uint2(0, 0);
   __shared__ unsigned int symm_epoch;  // read once per block
   if (threadIdx.x == 0) symm_epoch = symm_next_epoch(*(volatile unsigned int*)home);
