@@ -547,13 +547,16 @@ __device__ __forceinline__ unsigned int symm_one_shot(char* const (&staging)[SYM
   }
   // Wait for every peer's line, sum in rank order, store in place.
   for (size_t l = first; l < lines; l += grid) {
+    // This rank's term, asked for before the first peer's line is waited for, so that the
+    // trips overlap (nvcc's bfloat16 build made it a trip of its own: PERF_NOTES.md, change 63).
+    const uint2 self = keep && l == first ? own : symm_line_load((const T*)mine, count, l);
     float acc[E::PER_VEC] = {};  // the first PER_LINE are this line's
 #pragma unroll
     for (int p = 0; p < SYMM_MAX_RANKS; p++) {
       if (p >= nRanks) continue;
       uint2 d;
       if (p == rank) {
-        d = keep && l == first ? own : symm_line_load((const T*)mine, count, l);
+        d = self;
       } else {
         uint4 got;
         do {
