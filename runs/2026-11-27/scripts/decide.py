@@ -894,43 +894,56 @@ def confirm61():
           "change 60c" if pays60c else "none")
 
 
-def confirm62():
-    """Change 62 (c62: change 60's whole-line loads and stores, and the kept own line, in
-    nvcc's builds too) against c61 (HEAD's GPU code after call 385), PERF_NOTES.md's rule
-    written before the run: ten runs at 2 ranks (or CONFIRM_RUNS) and three at 1 in each
-    type, the two builds in ABBA order, the runs left by unslowed_runs (at least 6 of each
-    build's at 2 ranks and 2 at 1 rank, in each type). By each size's median over the runs
-    left, at 2 ranks: the fused CUDA kernel in bfloat16 at least 0.15 us less on average over
-    the sizes; the fused CUDA kernel in float32 and symm-layer in both types at most +0.10;
-    Triton (the same SASS in both builds) at most +0.15 in both types. At 1 rank the fused
-    kernels' median ratio at most 1.015 on average in both types; 0 wrong."""
-    builds = ("c61", "c62")
+def against_c61(new, least):
+    """NEW against c61 (HEAD's GPU code after call 385), the rule of changes 62 and 63
+    (PERF_NOTES.md), written before their runs: the two builds in ABBA order, the runs left
+    by unslowed_runs (at least LEAST of each build's at 2 ranks and 2 at 1 rank, in each
+    type). By each size's median over the runs left, at 2 ranks: the fused CUDA kernel in
+    bfloat16 at least 0.15 us less on average over the sizes; the fused CUDA kernel in
+    float32 and symm-layer in both types at most +0.10; Triton at most +0.15 in both types.
+    At 1 rank the fused kernels' median ratio at most 1.015 on average in both types; 0
+    wrong."""
+    builds = ("c61", new)
     ok, enough = True, True
     for dtype in ("f32", "bf16"):
         left = unslowed_runs(2, dtype, builds, run_numbers(f"n2-{dtype}-c61-"))
-        enough = enough and all(len(r) >= 6 for r in left.values())
+        enough = enough and all(len(r) >= least for r in left.values())
         for series, high in (("fused-nccl", -0.15 if dtype == "bf16" else 0.10),
                              ("symm-layer-nccl", 0.10), ("triton-nccl", 0.15)):
             m0 = medians(f"n2-{dtype}", "c61", series, left["c61"])
-            m1 = medians(f"n2-{dtype}", "c62", series, left["c62"])
+            m1 = medians(f"n2-{dtype}", new, series, left[new])
             d = mean_difference(m0, m1)
             ok = ok and d <= high
-            print(f"c62, {series}, {dtype}, 2 ranks, medians of the runs left: mean difference "
+            print(f"{new}, {series}, {dtype}, 2 ranks, medians of the runs left: mean difference "
                   f"{d:+.2f} us (at most {high:+.2f}){'' if d <= high else ' FAILS'}")
             print("  " + " ".join(f"{b}: {m0[b]:.2f} -> {m1[b]:.2f}" for b in sorted(m0)))
         left = unslowed_runs(1, dtype, builds, run_numbers(f"n1-{dtype}-c61-"))
         enough = enough and all(len(r) >= 2 for r in left.values())
         for series in ("fused-nccl", "triton-nccl"):
             m0 = medians(f"n1-{dtype}", "c61", series, left["c61"])
-            m1 = medians(f"n1-{dtype}", "c62", series, left["c62"])
+            m1 = medians(f"n1-{dtype}", new, series, left[new])
             r = sum(m1[b] / m0[b] for b in m0) / len(m0)
             ok = ok and r <= 1.015
-            print(f"c62, {series}, {dtype}, 1 rank, medians of the runs left: mean ratio {r:.3f} "
+            print(f"{new}, {series}, {dtype}, 1 rank, medians of the runs left: mean ratio {r:.3f} "
                   f"(at most 1.015){'' if r <= 1.015 else ' FAILS'}")
-    w = wrong("c62") + wrong("c61")
+    w = wrong(new) + wrong("c61")
     print(f"wrong elements in timed runs: {w}")
     print("enough runs left:", "yes" if enough else "no")
-    print("c62 pays:", "yes" if ok and enough and w == 0 else "no")
+    print(f"{new} pays:", "yes" if ok and enough and w == 0 else "no")
+
+
+def confirm62():
+    """Change 62 (c62: change 60's whole-line loads and stores, and the kept own line, in
+    nvcc's builds too): against_c61 on ten runs at 2 ranks (or CONFIRM_RUNS) and three at 1,
+    at least 6 of them left."""
+    against_c61("c62", 6)
+
+
+def confirm63():
+    """Change 63 (c63: the own line asked for before the first peer's is waited for):
+    against_c61 on eight runs at 2 ranks (or CONFIRM_RUNS) and three at 1, at least 5 of them
+    left (the session's device time holds no more beside the verification after it)."""
+    against_c61("c63", 5)
 
 
 OWN = {"probe29": probe29, "perf30": perf30, "perf31": perf31, "perf33": perf33, "perf34": perf34,
@@ -944,7 +957,7 @@ OWN = {"probe29": probe29, "perf30": perf30, "perf31": perf31, "perf33": perf33,
        "perf60c": perf60c, "confirm60c": confirm60c,
        "confirm60c2": confirm60c2,
        "confirm60c3": confirm60c3, "confirm61": confirm61,
-       "confirm62": confirm62}
+       "confirm62": confirm62, "confirm63": confirm63}
 if PART in OWN:  # plans of their own, with means over runs
     OWN[PART]()
     sys.exit(0)

@@ -274,6 +274,8 @@
 #   PART=confirm62 carry .carry/c66.txz and .carry/c67.txz: c61 and c62 in ABBA
 #               order, ten runs at 2 ranks (CONFIRM_RUNS=N) and three at 1;
 #               decide.py confirm62; then PART=final STAND=1 on 62's tree if it pays
+#   PART=confirm63 carry .carry/c66.txz and .carry/c68.txz: as confirm62 with c63,
+#               eight runs at 2 ranks
 #   PART=confirm45 carry .carry/c45.txz: p45 and c45 in turn at 1 rank, three
 #               times each, float32, 8 B to 256 KiB; decide.py confirm45
 #   PART=probe46 carry .carry/threads.txz: the committed build's 06_symm_bench
@@ -468,7 +470,7 @@ side_by_side() {
   stress_and_decide $x
 }
 
-case ${PART:?PART=stage|exp1|exp2|perf|perf7|perf8|perf9|perf10|perf11|perf12|perf13|perf14|perf15|perf16|perf17|perf18|perf21|perf24|perf25|probe29|perf30|perf31|perf33|perf34|probe35|perf36|perf37|perf38|perf39|perf40|perf41|probe44|probe45|perf45|confirm45|perf49|perf49b|probe50|probe51|probe52|probe53|probe54|perf55|perf56|probe57|probe58|probe59|perf57|perf57c|perf57d|confirm57d|perf60|perf60c|confirm60c|confirm60c2|confirm60c3|confirm61|confirm62|probe46|probe47|probe48|two-gpus|final|stand|sweeps|ncu4|ncu5|ncu3|verify|programs|mps|last|ncu2|ncu1} in
+case ${PART:?PART=stage|exp1|exp2|perf|perf7|perf8|perf9|perf10|perf11|perf12|perf13|perf14|perf15|perf16|perf17|perf18|perf21|perf24|perf25|probe29|perf30|perf31|perf33|perf34|probe35|perf36|perf37|perf38|perf39|perf40|perf41|probe44|probe45|perf45|confirm45|perf49|perf49b|probe50|probe51|probe52|probe53|probe54|perf55|perf56|probe57|probe58|probe59|perf57|perf57c|perf57d|confirm57d|perf60|perf60c|confirm60c|confirm60c2|confirm60c3|confirm61|confirm62|confirm63|probe46|probe47|probe48|two-gpus|final|stand|sweeps|ncu4|ncu5|ncu3|verify|programs|mps|last|ncu2|ncu1} in
 stage)
   mkdir -p $J /tmp/jit
   if [ -f .nccl/nccl-2.32.3.tar.xz ]; then
@@ -1426,20 +1428,22 @@ confirm61)
   done
   python3 runs/2026-11-27/scripts/decide.py $L $PART > $L/decision.txt 2>&1; cat $L/decision.txt
   ;;
-confirm62)
-  # c61 (.carry/c66.txz, HEAD's GPU code after call 385) and c62 (.carry/c67.txz) in ABBA
-  # order: ten runs at 2 ranks (CONFIRM_RUNS=N) and three at 1, both types.
-  unpack c66 c67
-  RUNS=${CONFIRM_RUNS:-10}
+confirm62|confirm63)
+  # c61 (.carry/c66.txz, HEAD's GPU code after call 385) and c62 (.carry/c67.txz) or c63
+  # (.carry/c68.txz) in ABBA order: ten runs at 2 ranks for c62, eight for c63
+  # (CONFIRM_RUNS=N), and three at 1, both types.
+  NEW=c${PART#confirm}
+  unpack c66 c67 c68
+  RUNS=${CONFIRM_RUNS:-10}; [ $NEW = c63 ] && RUNS=${CONFIRM_RUNS:-8}
   T=(--build nvcc -b 8 -e 256K -f 8 -n 20 -w 5 --trials 3 --contenders fused,triton,symm-layer,unfused-nccl-graph)
-  for v in c61 c62; do
+  for v in c61 $NEW; do
     for d in f32 bf16; do
       "${E32[@]}" NTHREADS=1 $G/$v/06_symm_bench --build nvcc -b 8 -e 8 -n 1 -w 0 --trials 1 --contenders fused,triton --dtype $d > $L/build-$v-$d.log 2>&1 &
     done
   done
   wait
   for i in $(seq 1 $RUNS); do
-    order="c61 c62"; [ $((i % 2)) = 0 ] && order="c62 c61"
+    order="c61 $NEW"; [ $((i % 2)) = 0 ] && order="$NEW c61"
     for n in 2 1; do
       { [ $n = 1 ] && [ $i -gt 3 ]; } && continue
       for d in f32 bf16; do
