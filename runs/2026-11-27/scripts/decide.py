@@ -771,6 +771,23 @@ def kept_runs(ranks, dtype, builds, runs, limit=1.10):
     return left
 
 
+def bounded_differences(old, new, dtype, left, bounds, against=""):
+    """At 2 ranks in DTYPE, NEW's mean difference from OLD over the sizes, by each size's
+    median over the runs LEFT[build], for each (series, high) of BOUNDS: printed with the
+    medians, and (whether every one is at most its high, the differences)."""
+    ok, diffs = True, []
+    for series, high in bounds:
+        m0 = medians(f"n2-{dtype}", old, series, left[old])
+        m1 = medians(f"n2-{dtype}", new, series, left[new])
+        d = mean_difference(m0, m1)
+        diffs.append(d)
+        ok = ok and d <= high
+        print(f"{new}, {series}, {dtype}, 2 ranks, {against}medians of the runs left: mean "
+              f"difference {d:+.2f} us (at most {high:+.2f}){'' if d <= high else ' FAILS'}")
+        print("  " + " ".join(f"{b}: {m0[b]:.2f} -> {m1[b]:.2f}" for b in sorted(m0)))
+    return ok, diffs
+
+
 def runs_left_rule(select, least, triton_f32, one_rank, builds=("c57d", "c60c")):
     """Change 60c (c60c against c57d) by each size's median over the runs SELECT leaves (at
     least LEAST of each build's at 2 ranks and 2 at 1 rank, in each type): at 2 ranks Triton
@@ -782,15 +799,11 @@ def runs_left_rule(select, least, triton_f32, one_rank, builds=("c57d", "c60c"))
     for dtype in ("f32", "bf16"):
         left = select(2, dtype, builds, run_numbers(f"n2-{dtype}-c57d-"))
         enough = enough and all(len(r) >= least for r in left.values())
-        for series, high in (("triton-nccl", -0.3 if dtype == "bf16" else triton_f32),
-                             ("fused-nccl", 0.15), ("symm-layer-nccl", 0.15)):
-            m0 = medians(f"n2-{dtype}", "c57d", series, left["c57d"])
-            m1 = medians(f"n2-{dtype}", "c60c", series, left["c60c"])
-            d = mean_difference(m0, m1)
-            ok = ok and d <= high
-            print(f"c60c, {series}, {dtype}, 2 ranks, medians of the runs left: mean difference "
-                  f"{d:+.2f} us (at most {high:+.2f}){'' if d <= high else ' FAILS'}")
-            print("  " + " ".join(f"{b}: {m0[b]:.2f} -> {m1[b]:.2f}" for b in sorted(m0)))
+        good, _ = bounded_differences(
+            "c57d", "c60c", dtype, left,
+            (("triton-nccl", -0.3 if dtype == "bf16" else triton_f32),
+             ("fused-nccl", 0.15), ("symm-layer-nccl", 0.15)))
+        ok = good and ok
         left = select(1, dtype, builds, run_numbers(f"n1-{dtype}-c57d-"))
         enough = enough and all(len(r) >= 2 for r in left.values())
         ok = one_rank_ratios("c60c", dtype, left["c57d"], left["c60c"], one_rank,
@@ -863,15 +876,11 @@ def confirm61():
     for dtype in ("f32", "bf16"):
         left = unslowed_runs(2, dtype, builds, run_numbers(f"n2-{dtype}-c57d-"))
         enough = enough and all(len(left[v]) >= 6 for v in ("c60c", "c61"))
-        for series in ("fused-nccl", "triton-nccl", "symm-layer-nccl"):
-            m0 = medians(f"n2-{dtype}", "c60c", series, left["c60c"])
-            m1 = medians(f"n2-{dtype}", "c61", series, left["c61"])
-            d = mean_difference(m0, m1)
-            diffs.append(d)
-            ok = ok and d <= 0.15
-            print(f"c61, {series}, {dtype}, 2 ranks, against c60c, medians of the runs left: "
-                  f"mean difference {d:+.2f} us (at most +0.15){'' if d <= 0.15 else ' FAILS'}")
-            print("  " + " ".join(f"{b}: {m0[b]:.2f} -> {m1[b]:.2f}" for b in sorted(m0)))
+        good, ds = bounded_differences(
+            "c60c", "c61", dtype, left,
+            tuple((series, 0.15) for series in ("fused-nccl", "triton-nccl", "symm-layer-nccl")),
+            "against c60c, ")
+        ok, diffs = good and ok, diffs + ds
         left = unslowed_runs(1, dtype, builds, run_numbers(f"n1-{dtype}-c57d-"))
         enough = enough and all(len(left[v]) >= 2 for v in ("c60c", "c61"))
         for series in ("fused-nccl", "triton-nccl"):
@@ -908,15 +917,11 @@ def against_c61(new, least):
     for dtype in ("f32", "bf16"):
         left = unslowed_runs(2, dtype, builds, run_numbers(f"n2-{dtype}-c61-"))
         enough = enough and all(len(r) >= least for r in left.values())
-        for series, high in (("fused-nccl", -0.15 if dtype == "bf16" else 0.10),
-                             ("symm-layer-nccl", 0.10), ("triton-nccl", 0.15)):
-            m0 = medians(f"n2-{dtype}", "c61", series, left["c61"])
-            m1 = medians(f"n2-{dtype}", new, series, left[new])
-            d = mean_difference(m0, m1)
-            ok = ok and d <= high
-            print(f"{new}, {series}, {dtype}, 2 ranks, medians of the runs left: mean difference "
-                  f"{d:+.2f} us (at most {high:+.2f}){'' if d <= high else ' FAILS'}")
-            print("  " + " ".join(f"{b}: {m0[b]:.2f} -> {m1[b]:.2f}" for b in sorted(m0)))
+        good, _ = bounded_differences(
+            "c61", new, dtype, left,
+            (("fused-nccl", -0.15 if dtype == "bf16" else 0.10),
+             ("symm-layer-nccl", 0.10), ("triton-nccl", 0.15)))
+        ok = good and ok
         left = unslowed_runs(1, dtype, builds, run_numbers(f"n1-{dtype}-c61-"))
         enough = enough and all(len(r) >= 2 for r in left.values())
         for series in ("fused-nccl", "triton-nccl"):

@@ -398,6 +398,37 @@ unpack() {
   done
 }
 
+# nvcc_modules: every build in $V compiles its nvcc route's modules once, in parallel, before
+# any timed run (the module cache is shared; a compile must not land in a timing).
+nvcc_modules() {
+  local v d
+  for v in $V; do
+    for d in f32 bf16; do
+      "${E32[@]}" NTHREADS=1 $G/$v/06_symm_bench --build nvcc -b 8 -e 8 -n 1 -w 0 --trials 1 --contenders fused,triton --dtype $d > $L/build-$v-$d.log 2>&1 &
+    done
+  done
+  wait
+}
+
+# in_turn RUNS ONE: runs i = 1 to RUNS of each build, in the order `order_of i` prints,
+# 8 B to 256 KiB with the fused, Triton, symm-layer and NCCL-graph contenders, float32 and
+# bfloat16, at 2 ranks, and at 1 rank in the first ONE runs; each run's report n<ranks>-<type>-
+# <build>-<i>.json.
+in_turn() {
+  local i n d v
+  local t=(--build nvcc -b 8 -e 256K -f 8 -n 20 -w 5 --trials 3 --contenders fused,triton,symm-layer,unfused-nccl-graph)
+  for i in $(seq 1 $1); do
+    for n in 2 1; do
+      { [ $n = 1 ] && [ $i -gt $2 ]; } && continue
+      for d in f32 bf16; do
+        for v in $(order_of $i); do
+          run n$n-$d-$v-$i 60 "${E32[@]}" NTHREADS=$n "${SHARE[@]}" $G/$v/06_symm_bench "${t[@]}" --dtype $d --json $L/n$n-$d-$v-$i.json
+        done
+      done
+    done
+  done
+}
+
 # printing_probe CONTENDERS: T, the timed runs' options, and W, a build's, for a
 # probe build that prints a size's times when the next size starts (so to 2 MiB).
 printing_probe() {
@@ -1373,86 +1404,38 @@ perf60|perf60c|confirm60c|confirm60c2|confirm60c3)
   RUNS=6; [ $PART = confirm60c ] && RUNS=8; [ $PART = confirm60c2 ] && RUNS=${CONFIRM_RUNS:-10}
   [ $PART = confirm60c3 ] && RUNS=${CONFIRM_RUNS:-12}
   ONE=2; [ $PART = confirm60c2 ] || [ $PART = confirm60c3 ] && ONE=3
-  T=(--build nvcc -b 8 -e 256K -f 8 -n 20 -w 5 --trials 3 --contenders fused,triton,symm-layer,unfused-nccl-graph)
-  for v in $V; do
-    for d in f32 bf16; do
-      "${E32[@]}" NTHREADS=1 $G/$v/06_symm_bench --build nvcc -b 8 -e 8 -n 1 -w 0 --trials 1 --contenders fused,triton --dtype $d > $L/build-$v-$d.log 2>&1 &
-    done
-  done
-  wait
-  for i in $(seq 1 $RUNS); do
-    order=$V; [ ${PART#confirm} != $PART ] && [ $((i % 2)) = 0 ] && order="c60c c57d"
-    for n in 2 1; do
-      { [ $n = 1 ] && [ $i -gt $ONE ]; } && continue
-      for d in f32 bf16; do
-        for v in $order; do
-          run n$n-$d-$v-$i 60 "${E32[@]}" NTHREADS=$n "${SHARE[@]}" $G/$v/06_symm_bench "${T[@]}" --dtype $d --json $L/n$n-$d-$v-$i.json
-        done
-      done
-    done
-  done
+  order_of() {
+    if [ ${PART#confirm} != $PART ] && [ $(($1 % 2)) = 0 ]; then echo c60c c57d; else echo $V; fi
+  }
+  nvcc_modules
+  in_turn $RUNS $ONE
   if [ ${PART#confirm} != $PART ]; then
     python3 runs/2026-11-27/scripts/decide.py $L $PART > $L/decision.txt 2>&1; cat $L/decision.txt
   else
     stress_and_decide ${V##* }
   fi
   ;;
-confirm61)
-  # c57d (.carry/c63.txz), c60c (.carry/c65.txz) and c61 (.carry/c66.txz: 60c and the
-  # one-shot's staging addresses in registers) in turn, each first, second and third in
-  # as many runs: twelve runs at 2 ranks (CONFIRM_RUNS=N) and three at 1, both types.
-  unpack c63 c65 c66
-  V="c57d c60c c61"
-  RUNS=${CONFIRM_RUNS:-12}
-  T=(--build nvcc -b 8 -e 256K -f 8 -n 20 -w 5 --trials 3 --contenders fused,triton,symm-layer,unfused-nccl-graph)
-  for v in $V; do
-    for d in f32 bf16; do
-      "${E32[@]}" NTHREADS=1 $G/$v/06_symm_bench --build nvcc -b 8 -e 8 -n 1 -w 0 --trials 1 --contenders fused,triton --dtype $d > $L/build-$v-$d.log 2>&1 &
-    done
-  done
-  wait
-  for i in $(seq 1 $RUNS); do
-    case $((i % 3)) in
-      1) order="c57d c60c c61" ;;
-      2) order="c60c c61 c57d" ;;
-      0) order="c61 c57d c60c" ;;
-    esac
-    for n in 2 1; do
-      { [ $n = 1 ] && [ $i -gt 3 ]; } && continue
-      for d in f32 bf16; do
-        for v in $order; do
-          run n$n-$d-$v-$i 60 "${E32[@]}" NTHREADS=$n "${SHARE[@]}" $G/$v/06_symm_bench "${T[@]}" --dtype $d --json $L/n$n-$d-$v-$i.json
-        done
-      done
-    done
-  done
-  python3 runs/2026-11-27/scripts/decide.py $L $PART > $L/decision.txt 2>&1; cat $L/decision.txt
-  ;;
-confirm62|confirm63)
-  # c61 (.carry/c66.txz, HEAD's GPU code after call 385) and c62 (.carry/c67.txz) or c63
-  # (.carry/c68.txz) in ABBA order: ten runs at 2 ranks for c62, eight for c63
-  # (CONFIRM_RUNS=N), and three at 1, both types.
-  NEW=c${PART#confirm}
-  unpack c66 c67 c68
-  RUNS=${CONFIRM_RUNS:-10}; [ $NEW = c63 ] && RUNS=${CONFIRM_RUNS:-8}
-  T=(--build nvcc -b 8 -e 256K -f 8 -n 20 -w 5 --trials 3 --contenders fused,triton,symm-layer,unfused-nccl-graph)
-  for v in c61 $NEW; do
-    for d in f32 bf16; do
-      "${E32[@]}" NTHREADS=1 $G/$v/06_symm_bench --build nvcc -b 8 -e 8 -n 1 -w 0 --trials 1 --contenders fused,triton --dtype $d > $L/build-$v-$d.log 2>&1 &
-    done
-  done
-  wait
-  for i in $(seq 1 $RUNS); do
-    order="c61 $NEW"; [ $((i % 2)) = 0 ] && order="$NEW c61"
-    for n in 2 1; do
-      { [ $n = 1 ] && [ $i -gt 3 ]; } && continue
-      for d in f32 bf16; do
-        for v in $order; do
-          run n$n-$d-$v-$i 60 "${E32[@]}" NTHREADS=$n "${SHARE[@]}" $G/$v/06_symm_bench "${T[@]}" --dtype $d --json $L/n$n-$d-$v-$i.json
-        done
-      done
-    done
-  done
+confirm61|confirm62|confirm63)
+  # confirm61: c57d (.carry/c63.txz), c60c (.carry/c65.txz) and c61 (.carry/c66.txz: 60c
+  # and the one-shot's staging addresses in registers) in turn, each first, second and third
+  # in as many runs, twelve runs at 2 ranks. confirm62 and confirm63: c61 and c62
+  # (.carry/c67.txz) or c63 (.carry/c68.txz) in ABBA order, ten runs at 2 ranks for c62 and
+  # eight for c63. CONFIRM_RUNS=N for N; three runs at 1 rank; both types.
+  unpack c63 c65 c66 c67 c68
+  case $PART in
+    confirm61) V="c57d c60c c61"; RUNS=${CONFIRM_RUNS:-12} ;;
+    confirm62) V="c61 c62"; RUNS=${CONFIRM_RUNS:-10} ;;
+    confirm63) V="c61 c63"; RUNS=${CONFIRM_RUNS:-8} ;;
+  esac
+  # Run i's order: $V turned left by i - 1 (three builds), or reversed in even runs (two).
+  order_of() {
+    set -- $1 $V
+    if [ $# = 4 ]; then
+      case $(($1 % 3)) in 1) echo $2 $3 $4 ;; 2) echo $3 $4 $2 ;; 0) echo $4 $2 $3 ;; esac
+    elif [ $(($1 % 2)) = 0 ]; then echo $3 $2; else echo $2 $3; fi
+  }
+  nvcc_modules
+  in_turn $RUNS 3
   python3 runs/2026-11-27/scripts/decide.py $L $PART > $L/decision.txt 2>&1; cat $L/decision.txt
   ;;
 confirm45)
