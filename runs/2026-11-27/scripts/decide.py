@@ -652,12 +652,12 @@ def confirm57d():
     print("57d pays:", "yes" if ok and w == 0 else "no", "(nothing is kept this session)")
 
 
-def one_rank_ratios(new, dtype, runs0, runs1, most, label):
-    """At 1 rank in DTYPE, the fused kernels' median ratio of NEW (runs RUNS1) to c57d (runs
+def one_rank_ratios(new, dtype, runs0, runs1, most, label, old="c57d"):
+    """At 1 rank in DTYPE, the fused kernels' median ratio of NEW (runs RUNS1) to OLD (runs
     RUNS0), on average over the sizes, at most MOST; LABEL says what the medians are of."""
     ok = True
     for series in ("fused-nccl", "triton-nccl"):
-        m0 = medians(f"n1-{dtype}", "c57d", series, runs0)
+        m0 = medians(f"n1-{dtype}", old, series, runs0)
         m1 = medians(f"n1-{dtype}", new, series, runs1)
         r = sum(m1[b] / m0[b] for b in m0) / len(m0)
         ok = ok and r <= most
@@ -883,13 +883,8 @@ def confirm61():
         ok, diffs = good and ok, diffs + ds
         left = unslowed_runs(1, dtype, builds, run_numbers(f"n1-{dtype}-c57d-"))
         enough = enough and all(len(left[v]) >= 2 for v in ("c60c", "c61"))
-        for series in ("fused-nccl", "triton-nccl"):
-            m0 = medians(f"n1-{dtype}", "c60c", series, left["c60c"])
-            m1 = medians(f"n1-{dtype}", "c61", series, left["c61"])
-            r = sum(m1[b] / m0[b] for b in m0) / len(m0)
-            ok = ok and r <= 1.015
-            print(f"c61, {series}, {dtype}, 1 rank, against c60c, medians of the runs left: "
-                  f"mean ratio {r:.3f} (at most 1.015){'' if r <= 1.015 else ' FAILS'}")
+        ok = one_rank_ratios("c61", dtype, left["c60c"], left["c61"], 1.015,
+                             "against c60c, medians of the runs left", old="c60c") and ok
     mean = sum(diffs) / len(diffs)
     ok = ok and mean <= -0.10
     print(f"c61 against c60c, 2 ranks, the six series' mean difference: {mean:+.2f} us "
@@ -924,13 +919,8 @@ def against_c61(new, least):
         ok = good and ok
         left = unslowed_runs(1, dtype, builds, run_numbers(f"n1-{dtype}-c61-"))
         enough = enough and all(len(r) >= 2 for r in left.values())
-        for series in ("fused-nccl", "triton-nccl"):
-            m0 = medians(f"n1-{dtype}", "c61", series, left["c61"])
-            m1 = medians(f"n1-{dtype}", new, series, left[new])
-            r = sum(m1[b] / m0[b] for b in m0) / len(m0)
-            ok = ok and r <= 1.015
-            print(f"{new}, {series}, {dtype}, 1 rank, medians of the runs left: mean ratio {r:.3f} "
-                  f"(at most 1.015){'' if r <= 1.015 else ' FAILS'}")
+        ok = one_rank_ratios(new, dtype, left["c61"], left[new], 1.015,
+                             "medians of the runs left", old="c61") and ok
     w = wrong(new) + wrong("c61")
     print(f"wrong elements in timed runs: {w}")
     print("enough runs left:", "yes" if enough else "no")
