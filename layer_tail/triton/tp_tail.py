@@ -147,7 +147,9 @@ def tp_epilogue(partial, residual, gamma, out, pid, programs, tokens, hidden, ep
     # pairs were 17 % slower in bfloat16, with vectors 10 % faster).
     # Otherwise one row per program at a time (at few rows the pairs' loop
     # cost 0.4 µs), in a loop of its own (as tp_rows(ROWS=1) it was 2 %
-    # slower in bfloat16: change 29).
+    # slower in bfloat16: change 29). Its first chunk, which at hidden <=
+    # BLOCK_N is the whole row, loads gamma with the sum and the residual and
+    # keeps h: the scaling then makes no second trip to memory (change 64).
     if (DTYPE == 0 or ALIGN > 1) and tokens >= 2 * programs:  # DTYPE 0: float32 (DTYPES)
         pairs = tl.cdiv(tokens - programs - pid, 2 * programs)
         for p in range(0, pairs):
@@ -163,8 +165,18 @@ def tp_epilogue(partial, residual, gamma, out, pid, programs, tokens, hidden, ep
             sums = tl.multiple_of(partial + row, ALIGN)
             olds = tl.multiple_of(residual + row, ALIGN)
             outs = tl.multiple_of(out + row, ALIGN)
-            squares = tl.zeros([BLOCK_N], dtype=tl.float32)
-            for start in range(0, hidden, BLOCK_N):
+            # The first chunk: its h and gamma stay in registers.
+            n0 = tl.arange(0, BLOCK_N)
+            in0 = n0 < hidden
+            s0 = tl.load(sums + n0, mask=in0, other=0.0, cache_modifier=".cg")
+            r0 = tl.load(olds + n0, mask=in0, other=0.0)
+            g0 = tl.load(tl.multiple_of(gamma + n0, [ALIGN]), mask=in0, other=0.0)
+            stored0 = (s0.to(tl.float32) + r0.to(tl.float32)).to(partial.dtype.element_ty)
+            tl.store(olds + n0, stored0, mask=in0)
+            h0 = stored0.to(tl.float32)
+            squares = h0 * h0
+            # The chunks after it, where the row is longer: read back to scale.
+            for start in range(BLOCK_N, hidden, BLOCK_N):
                 n = start + tl.arange(0, BLOCK_N)
                 n_in = n < hidden
                 s = tl.load(sums + n, mask=n_in, other=0.0, cache_modifier=".cg")
@@ -174,7 +186,8 @@ def tp_epilogue(partial, residual, gamma, out, pid, programs, tokens, hidden, ep
                 stored = h.to(tl.float32)
                 squares += stored * stored
             scale = tl.math.rsqrt(tl.sum(squares, axis=0) / hidden + eps)
-            for start in range(0, hidden, BLOCK_N):
+            tl.store(outs + n0, (h0 * scale * g0).to(partial.dtype.element_ty), mask=in0)
+            for start in range(BLOCK_N, hidden, BLOCK_N):
                 n = start + tl.arange(0, BLOCK_N)
                 n_in = n < hidden
                 h = tl.load(olds + n, mask=n_in, other=0.0).to(tl.float32)

@@ -771,18 +771,19 @@ def kept_runs(ranks, dtype, builds, runs, limit=1.10):
     return left
 
 
-def bounded_differences(old, new, dtype, left, bounds, against=""):
-    """At 2 ranks in DTYPE, NEW's mean difference from OLD over the sizes, by each size's
+def bounded_differences(old, new, dtype, left, bounds, against="", ranks=2):
+    """At RANKS ranks in DTYPE, NEW's mean difference from OLD over the sizes, by each size's
     median over the runs LEFT[build], for each (series, high) of BOUNDS: printed with the
     medians, and (whether every one is at most its high, the differences)."""
     ok, diffs = True, []
+    where = f"{ranks} rank{'s' if ranks > 1 else ''}"
     for series, high in bounds:
-        m0 = medians(f"n2-{dtype}", old, series, left[old])
-        m1 = medians(f"n2-{dtype}", new, series, left[new])
+        m0 = medians(f"n{ranks}-{dtype}", old, series, left[old])
+        m1 = medians(f"n{ranks}-{dtype}", new, series, left[new])
         d = mean_difference(m0, m1)
         diffs.append(d)
         ok = ok and d <= high
-        print(f"{new}, {series}, {dtype}, 2 ranks, {against}medians of the runs left: mean "
+        print(f"{new}, {series}, {dtype}, {where}, {against}medians of the runs left: mean "
               f"difference {d:+.2f} us (at most {high:+.2f}){'' if d <= high else ' FAILS'}")
         print("  " + " ".join(f"{b}: {m0[b]:.2f} -> {m1[b]:.2f}" for b in sorted(m0)))
     return ok, diffs
@@ -941,6 +942,59 @@ def confirm63():
     against_c61("c63", 5)
 
 
+def confirm64():
+    """Change 64 (c64: Triton's one-row epilogue keeps its first chunk, h and gamma, in
+    registers) against c63 (HEAD's GPU code), the rule written before its run (PERF_NOTES.md):
+    the two builds in ABBA order, ten runs at 1 rank (or CONFIRM_RUNS) and six at 2 in each
+    type, the runs left by unslowed_runs (at least 6 of each build's at 1 rank and 4 at 2).
+    By each size's median over the runs left, at 1 rank in both types: Triton at least 0.08 us
+    less on average over the sizes, and at no size more than 0.05 us above c63; the fused CUDA
+    kernel and symm-layer (code the change does not touch) within 0.10 us either way. At 2
+    ranks, Triton at most +0.10 us on average in both types. 16 and 128 MiB at 1 rank, both
+    types: Triton's mean ratio over two runs at most 1.02 at each size. 0 wrong. For the
+    record: Triton's median over the NCCL graph's at 8 B, 1 rank, of each build."""
+    builds = ("c63", "c64")
+    ok, enough = True, True
+    for dtype in ("f32", "bf16"):
+        left = unslowed_runs(1, dtype, builds, run_numbers(f"n1-{dtype}-c63-"))
+        enough = enough and all(len(r) >= 6 for r in left.values())
+        good, _ = bounded_differences("c63", "c64", dtype, left, (("triton-nccl", -0.08),),
+                                      ranks=1)
+        ok = good and ok
+        m0 = medians(f"n1-{dtype}", "c63", "triton-nccl", left["c63"])
+        m1 = medians(f"n1-{dtype}", "c64", "triton-nccl", left["c64"])
+        worst = max(m1[b] - m0[b] for b in m0)
+        ok = ok and worst <= 0.05
+        print(f"c64, triton-nccl, {dtype}, 1 rank: the largest size's difference {worst:+.2f} us "
+              f"(at most +0.05){'' if worst <= 0.05 else ' FAILS'}")
+        for series in ("fused-nccl", "symm-layer-nccl"):
+            n0 = medians(f"n1-{dtype}", "c63", series, left["c63"])
+            n1 = medians(f"n1-{dtype}", "c64", series, left["c64"])
+            d = mean_difference(n0, n1)
+            ok = ok and abs(d) <= 0.10
+            print(f"c64, {series}, {dtype}, 1 rank (the control): mean difference {d:+.2f} us "
+                  f"(within 0.10){'' if abs(d) <= 0.10 else ' FAILS'}")
+        for v in builds:
+            t = medians(f"n1-{dtype}", v, "triton-nccl", left[v])[8]
+            g = medians(f"n1-{dtype}", v, "unfused-nccl-graph-nccl", left[v])[8]
+            print(f"{v}, {dtype}, 1 rank, 8 B: Triton {t:.2f} us, the NCCL graph {g:.2f}: "
+                  f"{t / g:.3f}")
+        left = unslowed_runs(2, dtype, builds, run_numbers(f"n2-{dtype}-c63-"))
+        enough = enough and all(len(r) >= 4 for r in left.values())
+        good, _ = bounded_differences("c63", "c64", dtype, left, (("triton-nccl", 0.10),))
+        ok = good and ok
+        for size in (16 * MIB, 128 * MIB):
+            r = statistics.mean(times(f"big-{dtype}-c64-{i}", "triton-nccl")[size]
+                                / times(f"big-{dtype}-c63-{i}", "triton-nccl")[size] for i in (1, 2))
+            ok = ok and r <= 1.02
+            print(f"c64, triton-nccl, {dtype}, {size // MIB} MiB, 1 rank: mean ratio of two runs "
+                  f"{r:.3f} (at most 1.02){'' if r <= 1.02 else ' FAILS'}")
+    w = wrong("c64") + wrong("c63")
+    print(f"wrong elements in timed runs: {w}")
+    print("enough runs left:", "yes" if enough else "no")
+    print("c64 pays:", "yes" if ok and enough and w == 0 else "no")
+
+
 OWN = {"probe29": probe29, "perf30": perf30, "perf31": perf31, "perf33": perf33, "perf34": perf34,
        "probe35": probe35, "perf36": lambda: small_gain("36", "c36", "c35", 0.99),
        "perf37": lambda: small_gain("37", "c37", "c35", 0.98), "perf38": perf38,
@@ -952,7 +1006,7 @@ OWN = {"probe29": probe29, "perf30": perf30, "perf31": perf31, "perf33": perf33,
        "perf60c": perf60c, "confirm60c": confirm60c,
        "confirm60c2": confirm60c2,
        "confirm60c3": confirm60c3, "confirm61": confirm61,
-       "confirm62": confirm62, "confirm63": confirm63}
+       "confirm62": confirm62, "confirm63": confirm63, "confirm64": confirm64}
 if PART in OWN:  # plans of their own, with means over runs
     OWN[PART]()
     sys.exit(0)

@@ -276,6 +276,12 @@
 #               decide.py confirm62; then PART=final STAND=1 on 62's tree if it pays
 #   PART=confirm63 carry .carry/c66.txz and .carry/c68.txz: as confirm62 with c63,
 #               eight runs at 2 ranks
+#   PART=confirm64 carry .carry/c68.txz and .carry/c69.txz: c63 and c64 (Triton's one-row
+#               epilogue keeps its first chunk and gamma) in ABBA order, ten runs at 1 rank
+#               and six at 2 (CONFIRM_RUNS=N for the 1-rank runs), both types; 16 and 128
+#               MiB at 1 rank twice; c63 from 8 and from 16 to 64 B by doubling, three
+#               runs each;
+#               decide.py confirm64; then PART=final STAND=1 on 64's tree if it pays
 #   PART=confirm45 carry .carry/c45.txz: p45 and c45 in turn at 1 rank, three
 #               times each, float32, 8 B to 256 KiB; decide.py confirm45
 #   PART=probe46 carry .carry/threads.txz: the committed build's 06_symm_bench
@@ -410,16 +416,17 @@ nvcc_modules() {
   wait
 }
 
-# in_turn RUNS ONE: runs i = 1 to RUNS of each build, in the order `order_of i` prints,
+# in_turn RUNS ONE [TWO]: runs i = 1 to RUNS of each build, in the order `order_of i` prints,
 # 8 B to 256 KiB with the fused, Triton, symm-layer and NCCL-graph contenders, float32 and
-# bfloat16, at 2 ranks, and at 1 rank in the first ONE runs; each run's report n<ranks>-<type>-
-# <build>-<i>.json.
+# bfloat16, at 2 ranks in the first TWO runs (default all), and at 1 rank in the first ONE
+# runs; each run's report n<ranks>-<type>-<build>-<i>.json.
 in_turn() {
   local i n d v
   local t=(--build nvcc -b 8 -e 256K -f 8 -n 20 -w 5 --trials 3 --contenders fused,triton,symm-layer,unfused-nccl-graph)
   for i in $(seq 1 $1); do
     for n in 2 1; do
       { [ $n = 1 ] && [ $i -gt $2 ]; } && continue
+      { [ $n = 2 ] && [ $i -gt ${3:-$1} ]; } && continue
       for d in f32 bf16; do
         for v in $(order_of $i); do
           run n$n-$d-$v-$i 60 "${E32[@]}" NTHREADS=$n "${SHARE[@]}" $G/$v/06_symm_bench "${t[@]}" --dtype $d --json $L/n$n-$d-$v-$i.json
@@ -501,7 +508,7 @@ side_by_side() {
   stress_and_decide $x
 }
 
-case ${PART:?PART=stage|exp1|exp2|perf|perf7|perf8|perf9|perf10|perf11|perf12|perf13|perf14|perf15|perf16|perf17|perf18|perf21|perf24|perf25|probe29|perf30|perf31|perf33|perf34|probe35|perf36|perf37|perf38|perf39|perf40|perf41|probe44|probe45|perf45|confirm45|perf49|perf49b|probe50|probe51|probe52|probe53|probe54|perf55|perf56|probe57|probe58|probe59|perf57|perf57c|perf57d|confirm57d|perf60|perf60c|confirm60c|confirm60c2|confirm60c3|confirm61|confirm62|confirm63|probe46|probe47|probe48|two-gpus|final|stand|sweeps|ncu4|ncu5|ncu3|verify|programs|mps|last|ncu2|ncu1} in
+case ${PART:?PART=stage|exp1|exp2|perf|perf7|perf8|perf9|perf10|perf11|perf12|perf13|perf14|perf15|perf16|perf17|perf18|perf21|perf24|perf25|probe29|perf30|perf31|perf33|perf34|probe35|perf36|perf37|perf38|perf39|perf40|perf41|probe44|probe45|perf45|confirm45|perf49|perf49b|probe50|probe51|probe52|probe53|probe54|perf55|perf56|probe57|probe58|probe59|perf57|perf57c|perf57d|confirm57d|perf60|perf60c|confirm60c|confirm60c2|confirm60c3|confirm61|confirm62|confirm63|confirm64|probe46|probe47|probe48|two-gpus|final|stand|sweeps|ncu4|ncu5|ncu3|verify|programs|mps|last|ncu2|ncu1} in
 stage)
   mkdir -p $J /tmp/jit
   if [ -f .nccl/nccl-2.32.3.tar.xz ]; then
@@ -1436,6 +1443,33 @@ confirm61|confirm62|confirm63)
   }
   nvcc_modules
   in_turn $RUNS 3
+  python3 runs/2026-11-27/scripts/decide.py $L $PART > $L/decision.txt 2>&1; cat $L/decision.txt
+  ;;
+confirm64)
+  # c63 (.carry/c68.txz: HEAD's GPU code) and c64 (.carry/c69.txz: Triton's one-row epilogue
+  # keeps its first chunk, h and gamma, in registers) in ABBA order: ten runs at 1 rank
+  # (CONFIRM_RUNS=N), six at 2, both types; then 16 and 128 MiB at 1 rank, both types, twice
+  # in ABBA order; then, on c63, 8 to 64 B and 16 to 64 B by doubling at 1 rank, three times
+  # each (where Triton's 8 B time comes from: 16 B takes its aligned path, and a sweep from
+  # 16 B has no 8 B before it). decide.py confirm64.
+  unpack c68 c69
+  V="c63 c64"; RUNS=${CONFIRM_RUNS:-10}
+  order_of() { set -- $1 $V; if [ $(($1 % 2)) = 0 ]; then echo $3 $2; else echo $2 $3; fi; }
+  nvcc_modules
+  in_turn $RUNS $RUNS 6
+  BIG=(--build nvcc -b 16M -e 128M -f 8 -n 8 -w 2 --trials 3 --contenders fused,triton,unfused-nccl-graph)
+  for i in 1 2; do
+    for d in f32 bf16; do
+      for v in $(order_of $i); do
+        run big-$d-$v-$i 60 "${E32[@]}" NTHREADS=1 $G/$v/06_symm_bench "${BIG[@]}" --dtype $d --json $L/big-$d-$v-$i.json
+      done
+    done
+  done
+  for i in 1 2 3; do
+    for b in 8 16; do
+      run tiny$b-c63-$i 60 "${E32[@]}" NTHREADS=1 $G/c63/06_symm_bench --build nvcc -b $b -e 64 -f 2 -n 20 -w 5 --trials 3 --contenders fused,triton,unfused-nccl-graph --json $L/tiny$b-c63-$i.json
+    done
+  done
   python3 runs/2026-11-27/scripts/decide.py $L $PART > $L/decision.txt 2>&1; cat $L/decision.txt
   ;;
 confirm45)
