@@ -416,6 +416,15 @@ nvcc_modules() {
   wait
 }
 
+# order_of I: run I's order of the builds in $V: $V turned left by I - 1 (three builds), or
+# reversed in even runs (two: ABBA). A part with an order of its own redefines it (perf60).
+order_of() {
+  set -- $1 $V
+  if [ $# = 4 ]; then
+    case $(($1 % 3)) in 1) echo $2 $3 $4 ;; 2) echo $3 $4 $2 ;; 0) echo $4 $2 $3 ;; esac
+  elif [ $(($1 % 2)) = 0 ]; then echo $3 $2; else echo $2 $3; fi
+}
+
 # in_turn RUNS ONE [TWO]: runs i = 1 to RUNS of each build, in the order `order_of i` prints,
 # 8 B to 256 KiB with the fused, Triton, symm-layer and NCCL-graph contenders, float32 and
 # bfloat16, at 2 ranks in the first TWO runs (default all), and at 1 rank in the first ONE
@@ -1434,13 +1443,6 @@ confirm61|confirm62|confirm63)
     confirm62) V="c61 c62"; RUNS=${CONFIRM_RUNS:-10} ;;
     confirm63) V="c61 c63"; RUNS=${CONFIRM_RUNS:-8} ;;
   esac
-  # Run i's order: $V turned left by i - 1 (three builds), or reversed in even runs (two).
-  order_of() {
-    set -- $1 $V
-    if [ $# = 4 ]; then
-      case $(($1 % 3)) in 1) echo $2 $3 $4 ;; 2) echo $3 $4 $2 ;; 0) echo $4 $2 $3 ;; esac
-    elif [ $(($1 % 2)) = 0 ]; then echo $3 $2; else echo $2 $3; fi
-  }
   nvcc_modules
   in_turn $RUNS 3
   python3 runs/2026-11-27/scripts/decide.py $L $PART > $L/decision.txt 2>&1; cat $L/decision.txt
@@ -1454,7 +1456,6 @@ confirm64)
   # 16 B has no 8 B before it). decide.py confirm64.
   unpack c68 c69
   V="c63 c64"; RUNS=${CONFIRM_RUNS:-10}
-  order_of() { set -- $1 $V; if [ $(($1 % 2)) = 0 ]; then echo $3 $2; else echo $2 $3; fi; }
   nvcc_modules
   in_turn $RUNS $RUNS 6
   BIG=(--build nvcc -b 16M -e 128M -f 8 -n 8 -w 2 --trials 3 --contenders fused,triton,unfused-nccl-graph)
